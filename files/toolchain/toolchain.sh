@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Build the embedded cluster's binaries from Go modules into a per-version cache, and print where they are.
+#
+#   toolchain.sh [ensure] [COMPONENT ...]   build what is missing (default: all), print the JSON manifest
+#   toolchain.sh manifest                   print the JSON manifest, build nothing (exit 3 if incomplete)
+#
+# Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd,
+# kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests).
+#
+# Versions come from versions.env beside this script unless the environment sets them. The cache is
+# ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
+# complete build (marker file .complete) is never rebuilt. Progress goes to stderr, the manifest to stdout:
+#   {"cache": DIR, "built": [COMPONENT ...], "versions": {...}, "binaries": {NAME: PATH}, "kueue_manifests": DIR}
+#
+# Why wrapper modules: k8s.io/kubernetes and go.etcd.io/etcd/server/v3 replace their sibling modules with
+# relative paths, so `go install mod@version` refuses them. A wrapper module requires the real module and
+# replaces each sibling with its published tag (what kubernetes-sigs/scheduler-plugins does).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+while IFS='=' read -r key value; do
+  [[ $key =~ ^[A-Z_]+$ ]] || continue
+  [[ -n ${!key:-} ]] || printf -v "$key" '%s' "$value"
+done <"$here/versions.env"
+
+cache=${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+export CGO_ENABLED=0
+started=$SECONDS
+built=()
+
+say() { printf '[toolchain +%4ds] %s\n' "$((SECONDS - started))" "$*" >&2; }
+die() { say "error: $*"; exit 2; }
+
+# Run a long command, printing a heartbeat line every 30 s so a waiting user sees it is alive.
+with_heartbeat() {
+  local what=$1; shift
+  "$@" &
+  local pid=$! tick=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; tick=$((tick + 1))
+    ((tick % 30 == 0)) && say "still ${what} (${tick}s)"
+  done
+  wait "$pid"
+}
+
+component_dir() { printf '%s/%s-%s' "$cache" "$1" "$2"; }
+
+kube_ldflags() {
+  local v=$1 major minor
+  IFS=. read -r major minor _ <<<"${v#v}"
+  local p=k8s.io/component-base/version
+  printf -- '-s -w -X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean -X %s.buildDate=1970-01-01T00:00:00Z' \
+    "$p" "$v" "$p" "$major" "$p" "$minor" "$p" "$p"
+}
+
+# Wrapper module: require MODULE@VERSION and replace every relative-path replace of its go.mod with
+# the sibling module at SIBLING_VERSION.
+write_wrapper() {
+  local dir=$1 module=$2 version=$3 sibling_version=$4 gomod
+  mkdir -p "$dir"
+  gomod=$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  [[ -f $gomod ]] || die "could not download $module@$version from the Go module proxy"
+  {
+    printf 'module fairgpu.local/build/%s\n\ngo 1.26\n\nrequire %s %s\n\nreplace (\n' "$(basename "$dir")" "$module" "$version"
+    # Sibling modules only: etcd also "replaces" modules it forbids with ./FORBIDDEN_DEPENDENCY.
+    awk '$1 != "replace" && /=> *\.\.?\// {print "\t" $1 " => " $1 " '"$sibling_version"'"}' "$gomod"
+    printf ')\n'
+  } >"$dir/go.mod"
+}
+
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION out src
+  out=$(component_dir kubernetes "$v"); src="$out/src"
+  write_wrapper "$src" k8s.io/kubernetes "$v" "v0.${v#v1.}"
+  mkdir -p "$out/bin"
+  say "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $v (cold: tens of minutes on 2 cores)"
+  (cd "$src" && with_heartbeat "building kubernetes $v" \
+    go build -mod=mod -trimpath -tags selinux,notest -ldflags "$(kube_ldflags "$v")" -o "$out/bin/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  local v=$ETCD_VERSION out src
+  out=$(component_dir etcd "$v"); src="$out/src"
+  write_wrapper "$src" go.etcd.io/etcd/server/v3 "$v" "$v"
+  mkdir -p "$out/bin"
+  say "building etcd $v"
+  (cd "$src" && with_heartbeat "building etcd $v" \
+    go build -mod=mod -trimpath -ldflags '-s -w' -o "$out/bin/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  local v=$KWOK_VERSION out moddir
+  out=$(component_dir kwok "$v")
+  mkdir -p "$out/bin"
+  say "building kwok, kwokctl $v"
+  with_heartbeat "building kwok $v" env GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${v#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}" \
+    "sigs.k8s.io/kwok/cmd/kwok@$v" "sigs.k8s.io/kwok/cmd/kwokctl@$v"
+  # kwok's own stages (node initialise and lease heartbeat, the general pod life cycle whose completion
+  # honours the pod-complete.stage.kwok.x-k8s.io/delay annotation), read from the module at this version.
+  moddir=$(go mod download -json "sigs.k8s.io/kwok@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  rm -rf "$out/stages" && mkdir -p "$out/stages"
+  cat "$moddir"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$moddir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$moddir"/kustomize/stage/pod/general/pod-*.yaml | awk 'FNR == 1 && NR > 1 {print "---"} {print}' >"$out/stages/stages.yaml"
+}
+
+build_kueue() {
+  local v=$KUEUE_VERSION out moddir
+  out=$(component_dir kueue "$v")
+  mkdir -p "$out/bin" "$out/manifests"
+  say "building kueue $v"
+  with_heartbeat "building kueue $v" env GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" "sigs.k8s.io/kueue/cmd/kueue@$v"
+  moddir=$(go mod download -json "sigs.k8s.io/kueue@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  # Upstream's own CRDs and webhook configurations, read from the module, never kept in this repository.
+  rm -rf "$out/manifests/crd" && cp -r "$moddir/config/components/crd/bases" "$out/manifests/crd"
+  cp "$moddir/config/components/webhook/manifests.yaml" "$out/manifests/webhook.yaml"
+  chmod -R u+w "$out/manifests"
+}
+
+ensure() {
+  local name=$1 version dir
+  version=$(version_of "$name")
+  dir=$(component_dir "$name" "$version")
+  if [[ -f $dir/.complete ]]; then
+    say "$name $version: cached in $dir"
+    return
+  fi
+  command -v go >/dev/null || die "go is not on PATH: install Go >= 1.26 (https://go.dev/doc/install)"
+  local t0=$SECONDS
+  "build_$name"
+  date -u +%FT%TZ >"$dir/.complete"
+  built+=("$name")
+  say "$name $version: built in $((SECONDS - t0))s"
+}
+
+version_of() {
+  case $1 in
+    kubernetes) echo "$KUBERNETES_VERSION" ;; etcd) echo "$ETCD_VERSION" ;;
+    kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue)" ;;
+  esac
+}
+
+manifest() {
+  local k e w q
+  k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
+  e=$(component_dir etcd "$ETCD_VERSION")/bin
+  w=$(component_dir kwok "$KWOK_VERSION")/bin
+  q=$(component_dir kueue "$KUEUE_VERSION")
+  local names=""
+  ((${#built[@]})) && names=$(printf '"%s",' "${built[@]}") && names=${names%,}
+  cat <<EOF
+{"cache": "$cache", "built": [$names],
+ "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION"},
+ "binaries": {"kube-apiserver": "$k/kube-apiserver", "kube-controller-manager": "$k/kube-controller-manager",
+  "kube-scheduler": "$k/kube-scheduler", "kubectl": "$k/kubectl", "etcd": "$e/etcd",
+  "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue"},
+ "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests"}
+EOF
+}
+
+action=ensure
+case ${1:-} in ensure | manifest) action=$1; shift ;; esac
+components=("$@")
+((${#components[@]})) || components=(etcd kwok kubernetes kueue)
+for c in "${components[@]}"; do version_of "$c" >/dev/null; done
+
+mkdir -p "$cache"
+if [[ $action == manifest ]]; then
+  manifest
+  for c in "${components[@]}"; do [[ -f $(component_dir "$c" "$(version_of "$c")")/.complete ]] || exit 3; done
+  exit 0
+fi
+
+# One build at a time per cache: a second caller waits, then finds everything cached.
+exec 9>"$cache/.lock"
+flock 9
+for c in "${components[@]}"; do ensure "$c"; done
+manifest

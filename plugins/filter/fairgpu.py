@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""Jinja2 filters of fairgpu.tenancy: thin wrappers over the pure logic in plugins/module_utils."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import cluster_spec, kueue_webhooks, quota, tenant_plan
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "node_pool_errors": cluster_spec.node_pool_errors,
+            "node_pool_nodes": cluster_spec.node_pool_nodes,
+            "node_pool_gpus": cluster_spec.total_gpus,
+            "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
+            "tenant_plan": tenant_plan.tenant_plan,
+            "tenant_reachable": lambda tenants, name: quota.reachable(tenants, name),
+        }

@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""Validation and expansion of the embedded cluster's node pools (``cluster_kwok_node_pools``).
+
+Pure logic, no cluster access. A node pool is a dict::
+
+    {"name": str, "count": int >= 1, "gpu_product": str (a key of gpu_catalog.GPU_MODELS),
+     "gpu_count": int >= 1, "gpu_memory_mib": int >= 1 (optional), "cpu": quantity, "memory": quantity,
+     "pods": int >= 1 (optional, default 110)}
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+
+# RFC 1123 DNS label, as Kubernetes requires for node names (the index suffix is added later).
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A Kubernetes quantity (resource.Quantity): number with optional decimal or binary suffix.
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+DEFAULT_PODS = 110
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def node_pool_errors(pools):
+    """Return a list of error strings, one per problem, each naming ``cluster_kwok_node_pools[i].field``.
+
+    An empty list means the pools are valid. Never raises on malformed input.
+    """
+    where = "cluster_kwok_node_pools"
+    if not isinstance(pools, list) or not pools:
+        return ["%s: give a non-empty list of node pools" % where]
+    errors = []
+    names = set()
+    for index, pool in enumerate(pools):
+        at = "%s[%d]" % (where, index)
+        if not isinstance(pool, dict):
+            errors.append("%s: must be a mapping with name, count, gpu_product, gpu_count, cpu, memory" % at)
+            continue
+        name = pool.get("name")
+        if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 50:
+            errors.append("%s.name: %r is not a lower-case DNS label of at most 50 characters" % (at, name))
+        elif name in names:
+            errors.append("%s.name: %r is used by two pools; node names would collide" % (at, name))
+        else:
+            names.add(name)
+        for field in ("count", "gpu_count"):
+            value = pool.get(field)
+            if not _is_int(value) or value < 1:
+                errors.append("%s.%s: must be an integer >= 1, got %r" % (at, field, value))
+        for field in ("gpu_memory_mib", "pods"):
+            value = pool.get(field)
+            if value is not None and (not _is_int(value) or value < 1):
+                errors.append("%s.%s: must be an integer >= 1 when given, got %r" % (at, field, value))
+        product = pool.get("gpu_product")
+        if product not in GPU_MODELS:
+            errors.append(
+                "%s.gpu_product: %r is not a known GPU product; use one of %s"
+                % (at, product, ", ".join(sorted(GPU_MODELS)))
+            )
+        for field in ("cpu", "memory"):
+            value = pool.get(field)
+            if not isinstance(value, (str, int)) or isinstance(value, bool) or not QUANTITY.match(str(value)):
+                errors.append("%s.%s: %r is not a Kubernetes quantity (for example 96 or 1Ti)" % (at, field, value))
+    return errors
+
+
+def node_pool_nodes(pools):
+    """Expand valid pools into one dict per node: the pool's fields plus ``name`` (``<pool>-<index>``),
+    ``pool`` (the pool name) and ``pods`` (default 110). Call ``node_pool_errors`` first."""
+    nodes = []
+    for pool in pools:
+        for index in range(pool["count"]):
+            node = dict(pool)
+            node.update(name="%s-%d" % (pool["name"], index), pool=pool["name"], pods=pool.get("pods", DEFAULT_PODS))
+            nodes.append(node)
+    return nodes
+
+
+def total_gpus(pools):
+    """Whole GPUs over all pools (int)."""
+    return sum(pool["count"] * pool["gpu_count"] for pool in pools)

@@ -1,0 +1,233 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""Summaries of Kueue's admission state: what each ClusterQueue holds and what each Workload went through.
+
+Pure logic, no cluster access: the callers pass ClusterQueue, LocalQueue and Workload objects as the API
+returns them (``kueue.x-k8s.io/v1beta2``). Quantities of the accelerator resource are whole devices (GPUs or
+MIG devices); Kueue's ``status.fairSharing.weightedShare`` is reported as Kueue computes it (share x 1000 /
+weight, an integer; see Kueue's fair sharing documentation).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+CONDITIONS = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Requeued", "Finished")
+
+
+def _count(value):
+    """A quantity of whole devices as an int (0 for None)."""
+    return int(parse_quantity(value)) if value is not None else 0
+
+
+def _flavor_total(flavors, resource, key):
+    return sum(
+        _count(entry.get(key))
+        for flavor in flavors or []
+        for entry in flavor.get("resources") or []
+        if entry.get("name") == resource
+    )
+
+
+def _quota(spec, resource):
+    """(nominal, borrowing_limit or None, lending_limit or None) of ``resource`` over all flavors."""
+    nominal, borrowing, lending = 0, None, None
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for entry in flavor.get("resources") or []:
+                if entry.get("name") != resource:
+                    continue
+                nominal += _count(entry.get("nominalQuota"))
+                if entry.get("borrowingLimit") is not None:
+                    borrowing = (borrowing or 0) + _count(entry["borrowingLimit"])
+                if entry.get("lendingLimit") is not None:
+                    lending = (lending or 0) + _count(entry["lendingLimit"])
+    return nominal, borrowing, lending
+
+
+def queue_summary(cluster_queue, resource):
+    """One ClusterQueue as a dict: ``name``, ``cohort``, ``weight`` (float), ``nominal``, ``borrowing_limit``,
+    ``lending_limit`` (devices or None), ``reserved``, ``in_use``, ``borrowed`` (devices),
+    ``weighted_share`` (int or None), ``pending_workloads``, ``reserving_workloads``, ``admitted_workloads``
+    (ints), ``active`` (bool)."""
+    spec = cluster_queue.get("spec") or {}
+    status = cluster_queue.get("status") or {}
+    nominal, borrowing, lending = _quota(spec, resource)
+    active = any(c.get("type") == "Active" and c.get("status") == "True" for c in status.get("conditions") or [])
+    weight = (spec.get("fairSharing") or {}).get("weight")
+    return {
+        "name": cluster_queue["metadata"]["name"],
+        "cohort": spec.get("cohortName"),
+        "weight": float(parse_quantity(weight)) if weight is not None else 1.0,
+        "nominal": nominal,
+        "borrowing_limit": borrowing,
+        "lending_limit": lending,
+        "reserved": _flavor_total(status.get("flavorsReservation"), resource, "total"),
+        "in_use": _flavor_total(status.get("flavorsUsage"), resource, "total"),
+        "borrowed": _flavor_total(status.get("flavorsReservation"), resource, "borrowed"),
+        "weighted_share": (status.get("fairSharing") or {}).get("weightedShare"),
+        "pending_workloads": status.get("pendingWorkloads", 0),
+        "reserving_workloads": status.get("reservingWorkloads", 0),
+        "admitted_workloads": status.get("admittedWorkloads", 0),
+        "active": active,
+    }
+
+
+def requested(workload, resource):
+    """Devices of ``resource`` the workload asks for: per pod set, ``count`` x the sum of its containers'
+    requests (a container's limit counts when it has no request, as Kubernetes defaults it)."""
+    total = 0
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        pod_spec = (pod_set.get("template") or {}).get("spec") or {}
+        per_pod = 0
+        for container in pod_spec.get("containers") or []:
+            resources = container.get("resources") or {}
+            value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
+            per_pod += _count(value)
+        total += per_pod * int(pod_set.get("count", 1))
+    return total
+
+
+def conditions(workload):
+    """The workload's Kueue conditions: type -> ``{status, reason, message, last_transition_time}``."""
+    result = {}
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in CONDITIONS:
+            result[condition["type"]] = {
+                "status": condition.get("status"),
+                "reason": condition.get("reason"),
+                "message": condition.get("message"),
+                "last_transition_time": condition.get("lastTransitionTime"),
+            }
+    return result
+
+
+def workload_state(conds):
+    """One word for where a workload stands: finished, admitted, reserved, evicted or pending."""
+    def true(kind):
+        return (conds.get(kind) or {}).get("status") == "True"
+
+    if true("Finished"):
+        return "finished"
+    if true("Admitted"):
+        return "admitted"
+    if true("QuotaReserved"):
+        return "reserved"
+    if true("Evicted"):
+        return "evicted"
+    return "pending"
+
+
+def workload_summary(workload, local_queues, resource):
+    """One Workload as a dict: ``name``, ``namespace``, ``job`` (owner name or None), ``local_queue``,
+    ``cluster_queue`` (from its admission, else from its LocalQueue), ``gpus`` (devices requested),
+    ``priority`` (int or None), ``state``, ``conditions``, ``created`` (timestamp).
+    ``local_queues`` maps ``(namespace, name)`` to the ClusterQueue name."""
+    metadata = workload.get("metadata") or {}
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    namespace = metadata.get("namespace")
+    local_queue = spec.get("queueName")
+    admission = status.get("admission") or {}
+    owners = [o.get("name") for o in metadata.get("ownerReferences") or [] if o.get("kind") == "Job"]
+    conds = conditions(workload)
+    return {
+        "name": metadata.get("name"),
+        "namespace": namespace,
+        "job": owners[0] if owners else None,
+        "local_queue": local_queue,
+        "cluster_queue": admission.get("clusterQueue") or local_queues.get((namespace, local_queue)),
+        "gpus": requested(workload, resource),
+        "priority": spec.get("priority"),
+        "state": workload_state(conds),
+        "conditions": conds,
+        "created": metadata.get("creationTimestamp"),
+    }
+
+
+def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com/gpu", queue_names=None):
+    """Summarise Kueue's admission state.
+
+    ``cluster_queues``, ``local_queues``, ``workloads``: lists of API objects. ``queue_names``: restrict to
+    these ClusterQueues (None: all given). Returns ``{"queues": {name: queue_summary}, "workloads":
+    [workload_summary sorted by namespace, creation time, name]}``; a workload is kept when its ClusterQueue is
+    one of the reported queues.
+    """
+    queues = {
+        cq["metadata"]["name"]: queue_summary(cq, resource)
+        for cq in cluster_queues
+        if queue_names is None or cq["metadata"]["name"] in queue_names
+    }
+    lq_map = {
+        ((lq.get("metadata") or {}).get("namespace"), (lq.get("metadata") or {}).get("name")):
+            (lq.get("spec") or {}).get("clusterQueue")
+        for lq in local_queues
+    }
+    summaries = [workload_summary(w, lq_map, resource) for w in workloads]
+    summaries = [s for s in summaries if s["cluster_queue"] in queues]
+    summaries.sort(key=lambda s: (s["namespace"] or "", s["created"] or "", s["name"] or ""))
+    return {"queues": queues, "workloads": summaries}
+
+
+WAIT_KEYS = ("reserved_at_least", "admitted_at_least", "pending_at_least")
+
+
+def wait_for_errors(wait_for):
+    """Check a ``wait_for`` condition; return error strings (empty when valid).
+
+    Forms: ``{"queue": NAME, "reserved_at_least" | "admitted_at_least" | "pending_at_least": N}`` (devices for
+    reserved, workloads for the others) or ``{"all_finished": true, "workloads_at_least": N (optional)}``.
+    """
+    if not isinstance(wait_for, dict) or not wait_for:
+        return ["wait_for: give a mapping, for example {queue: team-b, reserved_at_least: 8}"]
+    if wait_for.get("all_finished"):
+        extra = set(wait_for) - {"all_finished", "workloads_at_least"}
+        return ["wait_for.%s: not allowed with all_finished" % sorted(extra)[0]] if extra else []
+    keys = [k for k in WAIT_KEYS if k in wait_for]
+    errors = []
+    if not wait_for.get("queue"):
+        errors.append("wait_for.queue: name the ClusterQueue to wait for")
+    if len(keys) != 1:
+        errors.append("wait_for: give exactly one of %s (or all_finished: true)" % ", ".join(WAIT_KEYS))
+    else:
+        value = wait_for[keys[0]]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            errors.append("wait_for.%s: must be an integer >= 0, got %r" % (keys[0], value))
+    extra = set(wait_for) - set(WAIT_KEYS) - {"queue"}
+    if extra:
+        errors.append("wait_for.%s: unknown key" % sorted(extra)[0])
+    return errors
+
+
+def condition_met(info, wait_for):
+    """Whether ``admission_info`` output ``info`` satisfies a valid ``wait_for`` condition."""
+    if wait_for.get("all_finished"):
+        workloads = info["workloads"]
+        return (len(workloads) >= wait_for.get("workloads_at_least", 0)
+                and all(w["state"] == "finished" for w in workloads))
+    queue = info["queues"].get(wait_for["queue"])
+    if queue is None:
+        return False
+    if "reserved_at_least" in wait_for:
+        return queue["reserved"] >= wait_for["reserved_at_least"]
+    if "admitted_at_least" in wait_for:
+        return queue["admitted_workloads"] >= wait_for["admitted_at_least"]
+    return queue["pending_workloads"] >= wait_for["pending_at_least"]
+
+
+def sample(info, seconds, wall_time):
+    """One point of a timeline: ``{"t": seconds since the wait began, "ts": wall_time (Unix seconds),
+    "queues": {name: {reserved, borrowed, pending, admitted}}}``."""
+    return {
+        "t": round(seconds, 3),
+        "ts": round(wall_time, 3),
+        "queues": {
+            name: {"reserved": q["reserved"], "borrowed": q["borrowed"],
+                   "pending": q["pending_workloads"], "admitted": q["admitted_workloads"]}
+            for name, q in sorted(info["queues"].items())
+        },
+    }

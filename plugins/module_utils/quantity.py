@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""Kubernetes resource quantities (resource.Quantity) as numbers. Pure logic."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_SUFFIXES = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def parse_quantity(value):
+    """Return ``value`` (str or number, e.g. ``"1Ti"``, ``"500m"``, ``8``) as a Decimal in base units.
+
+    Raises ValueError naming the value when it is not a quantity.
+    """
+    if isinstance(value, bool):
+        raise ValueError("%r is not a Kubernetes quantity" % (value,))
+    if isinstance(value, (int, float, Decimal)):
+        return Decimal(str(value))
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise ValueError("%r is not a Kubernetes quantity" % (value,))
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation:
+        raise ValueError("%r is not a Kubernetes quantity" % (value,))
+    return number * _SUFFIXES[match.group(2) or ""]

@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The validation scenarios' bookkeeping: which load Jobs to submit and which checks pass, judged only from
+what Kueue and Kubernetes decided (``kueue_admission_info`` results, Job, Pod and Event objects).
+
+Pure logic, no cluster access. A scenario result is a dict ``{"name", "title", "checks": [{"check",
+"expected", "observed", "passed"}], "metrics": {...}, "timeline": [...]}`` that ``report.py`` renders.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+JOB_PREFIX = "fairgpu-val-"
+# Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
+PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
+
+
+def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, start=0):
+    """``count`` load Job descriptions for ``tenant`` (a normalised tenant), for the ``load-jobs`` template:
+    ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus}``. Names are
+    ``fairgpu-val-<scenario>-<tenant>-<index>``; ``gpus`` per Job (devices), ``seconds`` of run time."""
+    return [
+        {
+            "name": "%s%s-%s-%d" % (JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
+            "namespace": tenant["namespaces"][0],
+            "queue": tenant["name"] + queue_suffix,
+            "tenant": tenant["name"],
+            "scenario": scenario,
+            "seconds": int(seconds),
+            "resource": tenant["gpu_resource"],
+            "gpus": int(gpus),
+        }
+        for index in range(start, start + int(count))
+    ]
+
+
+def _check(check, expected, observed, passed):
+    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
+
+
+def _scenario_workloads(info, scenario):
+    prefix = JOB_PREFIX + scenario.replace("_", "-") + "-"
+    return [w for w in info["workloads"] if (w.get("job") or "").startswith(prefix)]
+
+
+def _succeeded(jobs):
+    return sorted(j["metadata"]["name"] for j in jobs if ((j.get("status") or {}).get("succeeded") or 0) >= 1)
+
+
+def _preempted(workloads):
+    """Workloads Kueue preempted at least once: a Preempted condition that is True or whose reason is a
+    preemption reason (it turns False once the workload is admitted again, keeping the reason)."""
+    result = []
+    for w in workloads:
+        preempted = w["conditions"].get("Preempted") or {}
+        evicted = w["conditions"].get("Evicted") or {}
+        if preempted.get("reason") in PREEMPTION_REASONS or evicted.get("reason") == "Preempted":
+            result.append(w)
+    return result
+
+
+def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
+    """Judge the baseline. ``admitted``: per tenant, the ``kueue_admission_info`` result of waiting until its
+    Jobs were admitted (``{tenant name: result}``); ``finished``: the result of waiting until all finished;
+    ``jobs``: the scenario's Job objects."""
+    workloads = _scenario_workloads(finished, "baseline")
+    checks = []
+    for tenant in tenants:
+        queue = admitted[tenant["name"]]["queues"][tenant["name"]]
+        checks.append(_check(
+            "all %d Jobs of %s admitted at once" % (jobs_per_tenant, tenant["name"]),
+            jobs_per_tenant, queue["admitted_workloads"], queue["admitted_workloads"] >= jobs_per_tenant))
+    preempted = sorted(w["name"] for w in _preempted(workloads))
+    checks.append(_check("no workload preempted", [], preempted, not preempted))
+    expected = jobs_per_tenant * len(tenants)
+    succeeded = _succeeded(jobs)
+    checks.append(_check("every Job succeeded (none lost)", expected, len(succeeded), len(succeeded) == expected))
+    return {
+        "name": "baseline",
+        "title": "Baseline: %d one-GPU Jobs per tenant" % jobs_per_tenant,
+        "checks": checks,
+        "metrics": {"admission_seconds": {name: result["elapsed"] for name, result in sorted(admitted.items())}},
+        "timeline": finished.get("timeline", []),
+    }
+
+
+def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, flooded, held_back, arrived, after,
+                 finished, jobs, events, bound_seconds):
+    """Judge one flood scenario (``flooder`` floods the cluster, then ``arriver`` submits its guarantee).
+
+    ``reach``: devices the flooder can hold when alone (``quota.reachable``); ``capacity``: devices of the
+    resource on the cluster; ``flood_jobs``: Jobs it
+    submitted; ``flooded``: admission info once it held ``reach``; ``held_back``: ``{"jobs": [Job objects of its
+    pending workloads], "pods": [their Pods]}``; ``arrived``: admission info of waiting for the arriver's
+    guarantee (``elapsed`` is the time-to-guarantee); ``after``: admission info right after that; ``finished``:
+    admission info once all finished; ``jobs``: every Job of the scenario at the end; ``events``: Events of
+    the flooder's namespace; ``bound_seconds``: the time-to-guarantee bound.
+    """
+    f, a = flooder["name"], arriver["name"]
+    checks = []
+    held = flooded["queues"][f]["reserved"]
+    checks.append(_check("%s borrows every idle GPU it may (holds reachable GPUs)" % f, reach, held, held == reach))
+    excess = flood_jobs - reach
+    pending = flooded["queues"][f]["pending_workloads"]
+    checks.append(_check("%s's excess stays queued (pending workloads)" % f, excess, pending, pending == excess))
+    unsuspended = sorted(j["metadata"]["name"] for j in held_back["jobs"] if not (j.get("spec") or {}).get("suspend"))
+    checks.append(_check("queued Jobs of %s stay suspended" % f, [], unsuspended, not unsuspended and held_back["jobs"]))
+    pods = sorted(p["metadata"]["name"] for p in held_back["pods"])
+    checks.append(_check("queued Jobs of %s have no pods" % f, [], pods, not pods))
+    ttg = arrived["elapsed"]
+    got = arrived["queues"][a]["reserved"]
+    checks.append(_check("%s gets its guarantee (GPUs reserved)" % a, arriver["gpus"], got, got >= arriver["gpus"]))
+    checks.append(_check("time-to-guarantee of %s within %s s" % (a, bound_seconds), "<= %s s" % bound_seconds,
+                         "%.1f s" % ttg, ttg <= bound_seconds))
+    flooder_workloads = _scenario_workloads(after, scenario)
+    preempted = _preempted([w for w in flooder_workloads if w["namespace"] in flooder["namespaces"]])
+    borrowed = flooded["queues"][f]["borrowed"]
+    # The arriver first gets what is free; the rest of its guarantee must be reclaimed from borrowers.
+    free = max(0, capacity - sum(q["reserved"] for q in flooded["queues"].values()))
+    must_reclaim = max(0, arriver["gpus"] - free)
+    checks.append(_check("%s's borrowed GPUs are reclaimed by preemption" % f, ">= %d workloads" % must_reclaim,
+                         len(preempted), len(preempted) >= must_reclaim))
+    silent = sorted(w["name"] for w in preempted
+                    if not (w["conditions"].get("Preempted") or {}).get("reason")
+                    or not (w["conditions"].get("Evicted") or {}).get("reason"))
+    checks.append(_check("every preemption has a Workload condition with a reason", [], silent, not silent))
+    with_event = {e.get("involvedObject", {}).get("name") for e in events
+                  if e.get("reason") == "Preempted" and e.get("involvedObject", {}).get("kind") == "Workload"}
+    no_event = sorted(w["name"] for w in preempted if w["name"] not in with_event)
+    checks.append(_check("every preemption has an Event", [], no_event, not no_event))
+    expected = flood_jobs + arriver["gpus"]
+    succeeded = _succeeded(jobs)
+    checks.append(_check("every Job of both tenants succeeded (none lost)", expected, len(succeeded),
+                         len(succeeded) == expected))
+    reasons = sorted({(w["conditions"].get("Preempted") or {}).get("reason") for w in preempted} - {None})
+    return {
+        "name": scenario,
+        "title": "%s floods the cluster with %d one-GPU Jobs, then %s submits %d" % (f, flood_jobs, a, arriver["gpus"]),
+        "checks": checks,
+        "metrics": {
+            "time_to_guarantee_seconds": ttg,
+            "flooder_reserved_before": held,
+            "flooder_borrowed_before": borrowed,
+            "preempted_workloads": len(preempted),
+            "preemption_reasons": reasons,
+            "finish_seconds": finished.get("elapsed"),
+        },
+        "timeline": flooded.get("timeline", []) + arrived.get("timeline", []) + finished.get("timeline", []),
+    }
+

@@ -1,0 +1,241 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: kueue_admission_info
+short_description: Report what Kueue decided for tenants' ClusterQueues and Workloads
+version_added: 0.1.0
+description:
+  - Reads ClusterQueues, LocalQueues and Workloads (API C(kueue.x-k8s.io/v1beta2)) and reports, per
+    ClusterQueue, the accelerators it is guaranteed, has reserved, uses and borrows, its fair-sharing weighted
+    share and its workload counts; and, per Workload, its queue, the accelerators it requests, where it stands
+    and its Kueue conditions with reasons and timestamps.
+  - Read-only; never changes the cluster, so it runs in check mode as well.
+  - Counts are whole devices of O(resource) (GPUs, or MIG devices for a C(nvidia.com/mig-<profile>) resource).
+author:
+  - fairgpu maintainers
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+options:
+  namespaces:
+    description:
+      - Tenant namespaces whose Workloads to report. Their ClusterQueues are reported too.
+      - With neither O(namespaces) nor O(cluster_queues), every ClusterQueue and Workload is reported.
+    type: list
+    elements: str
+    default: []
+  cluster_queues:
+    description: ClusterQueues to report (with the Workloads admitted to or queued for them).
+    type: list
+    elements: str
+    default: []
+  resource:
+    description: The accelerator resource to count.
+    type: str
+    default: nvidia.com/gpu
+  workloads:
+    description: Whether to list Workloads (counts per queue are reported either way).
+    type: bool
+    default: true
+  wait_for:
+    description:
+      - Poll until Kueue's state meets this condition, recording a timeline, then report.
+      - "C({queue: NAME, reserved_at_least: N}): the ClusterQueue holds at least N devices."
+      - "C({queue: NAME, admitted_at_least: N}) or C({queue: NAME, pending_at_least: N}): workload counts."
+      - "C({all_finished: true, workloads_at_least: N}): every reported Workload is Finished (and there are
+        at least N)."
+    type: dict
+  wait_timeout:
+    description: Seconds to wait for O(wait_for) before failing (the failure returns the last state).
+    type: float
+    default: 120
+  poll_interval:
+    description: Seconds between two reads while waiting.
+    type: float
+    default: 1
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+notes:
+  - Fails with a message naming the API when Kueue's CRDs are not installed.
+"""
+
+EXAMPLES = r"""
+- name: What did Kueue decide for team-a and team-b?
+  fairgpu.tenancy.kueue_admission_info:
+    namespaces: [team-a, team-b]
+  register: admission
+
+- name: team-b holds its guarantee
+  ansible.builtin.assert:
+    that: admission.queues['team-b'].reserved >= admission.queues['team-b'].nominal
+"""
+
+RETURN = r"""
+queues:
+  description: One entry per ClusterQueue, keyed by name.
+  returned: always
+  type: dict
+  contains:
+    name: {description: ClusterQueue name., type: str, returned: always}
+    cohort: {description: spec.cohortName, or null., type: str, returned: always}
+    weight: {description: Fair-sharing weight (spec.fairSharing.weight; 1 when unset)., type: float, returned: always}
+    nominal: {description: Guaranteed devices (nominalQuota summed over flavors)., type: int, returned: always}
+    borrowing_limit: {description: Devices it may borrow, or null for no limit., type: int, returned: always}
+    lending_limit: {description: Devices it may lend, or null for all., type: int, returned: always}
+    reserved: {description: Devices reserved by its workloads (status.flavorsReservation)., type: int, returned: always}
+    in_use: {description: Devices used by its admitted workloads (status.flavorsUsage)., type: int, returned: always}
+    borrowed: {description: Reserved devices above its nominal quota, borrowed from the cohort., type: int, returned: always}
+    weighted_share: {description: Kueue's status.fairSharing.weightedShare (share x 1000 / weight), or null., type: int, returned: always}
+    pending_workloads: {description: Workloads waiting for quota., type: int, returned: always}
+    reserving_workloads: {description: Workloads holding a quota reservation., type: int, returned: always}
+    admitted_workloads: {description: Workloads admitted., type: int, returned: always}
+    active: {description: Whether the ClusterQueue's Active condition is True., type: bool, returned: always}
+  sample:
+    team-a: {name: team-a, cohort: fairgpu, weight: 1.0, nominal: 8, borrowing_limit: 8, lending_limit: 8,
+             reserved: 16, in_use: 16, borrowed: 8, weighted_share: 500, pending_workloads: 4,
+             reserving_workloads: 16, admitted_workloads: 16, active: true}
+workloads:
+  description: The Workloads, sorted by namespace, creation time and name (empty when O(workloads=false)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Workload name., type: str, returned: always}
+    namespace: {description: Its namespace., type: str, returned: always}
+    job: {description: Name of the Job that owns it, or null., type: str, returned: always}
+    local_queue: {description: spec.queueName., type: str, returned: always}
+    cluster_queue: {description: ClusterQueue of its admission, else of its LocalQueue., type: str, returned: always}
+    gpus: {description: Devices of O(resource) it requests (all pods)., type: int, returned: always}
+    priority: {description: spec.priority, or null., type: int, returned: always}
+    state: {description: "One of finished, admitted, reserved, evicted, pending.", type: str, returned: always}
+    conditions:
+      description: >-
+        Kueue conditions by type (QuotaReserved, Admitted, PodsReady, Evicted, Preempted, Requeued, Finished),
+        each with status, reason, message and last_transition_time.
+      type: dict
+      returned: always
+    created: {description: metadata.creationTimestamp., type: str, returned: always}
+elapsed:
+  description: Seconds spent until O(wait_for) held (0 without O(wait_for)).
+  returned: always
+  type: float
+timeline:
+  description: >-
+    With O(wait_for), one sample per poll, C({t: seconds since the start, ts: Unix time, queues: {NAME: {reserved, borrowed,
+    pending, admitted}}}); devices for reserved and borrowed, workloads for pending and admitted.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import copy
+import time
+
+from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import (
+    admission_info,
+    condition_met,
+    sample,
+    wait_for_errors,
+)
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+except ImportError:
+    # AnsibleK8SModule reports the missing library.
+    pass
+
+
+def argspec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        namespaces=dict(type="list", elements="str", default=[]),
+        cluster_queues=dict(type="list", elements="str", default=[]),
+        resource=dict(type="str", default="nvidia.com/gpu"),
+        workloads=dict(type="bool", default=True),
+        wait_for=dict(type="dict"),
+        wait_timeout=dict(type="float", default=120),
+        poll_interval=dict(type="float", default=1),
+    )
+    return spec
+
+
+def list_items(client, kind, namespace=None):
+    resource = client.resource(kind, KUEUE_API)
+    return client.get(resource, namespace=namespace).to_dict().get("items", [])
+
+
+def read(module, client):
+    """Read the objects and summarise them; fails the module on API errors or unknown queues."""
+    params = module.params
+    namespaces = params["namespaces"]
+    try:
+        cluster_queues = list_items(client, "ClusterQueue")
+        if namespaces:
+            local_queues = [lq for ns in namespaces for lq in list_items(client, "LocalQueue", ns)]
+            workloads = [w for ns in namespaces for w in list_items(client, "Workload", ns)] if params["workloads"] else []
+        else:
+            local_queues = list_items(client, "LocalQueue")
+            workloads = list_items(client, "Workload") if params["workloads"] else []
+    except ResourceNotFoundError as exc:
+        module.fail_json(msg="Kueue's API %s is not installed on this cluster: %s" % (KUEUE_API, exc))
+    except DynamicApiError as exc:
+        module.fail_json(msg="cannot read Kueue objects: %s %s" % (exc.status, exc.reason))
+
+    queue_names = set(params["cluster_queues"])
+    if namespaces:
+        queue_names.update(lq["spec"]["clusterQueue"] for lq in local_queues)
+    missing = sorted(queue_names - {cq["metadata"]["name"] for cq in cluster_queues})
+    if missing:
+        module.fail_json(msg="ClusterQueue(s) %s do not exist" % ", ".join(missing))
+    return admission_info(cluster_queues, local_queues, workloads, resource=params["resource"],
+                          queue_names=queue_names or None)
+
+
+def run(module, client):
+    wait_for = module.params["wait_for"]
+    if wait_for is not None:
+        errors = wait_for_errors(wait_for)
+        if errors:
+            module.fail_json(msg="; ".join(errors))
+    start = time.monotonic()
+    info = read(module, client)
+    timeline = []
+    if wait_for is not None:
+        timeline.append(sample(info, 0.0, time.time()))
+        while not condition_met(info, wait_for):
+            if time.monotonic() - start > module.params["wait_timeout"]:
+                module.fail_json(
+                    msg="Kueue did not reach %s within %s s" % (wait_for, module.params["wait_timeout"]),
+                    elapsed=round(time.monotonic() - start, 3), timeline=timeline, **info
+                )
+            time.sleep(module.params["poll_interval"])
+            info = read(module, client)
+            timeline.append(sample(info, time.monotonic() - start, time.time()))
+    elapsed = round(time.monotonic() - start, 3) if wait_for is not None else 0.0
+    module.exit_json(changed=False, elapsed=elapsed, timeline=timeline, **info)
+
+
+def main():
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
+    try:
+        run(module, get_api_client(module))
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+
+
+if __name__ == "__main__":
+    main()
