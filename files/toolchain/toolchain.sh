@@ -103,9 +103,9 @@ build_kwok() {
   # honours the pod-complete.stage.kwok.x-k8s.io/delay annotation), read from the module at this version.
   moddir=$(go mod download -json "sigs.k8s.io/kwok@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
   rm -rf "$out/stages" && mkdir -p "$out/stages"
-  cat "$moddir"/kustomize/stage/node/fast/node-initialize.yaml \
+  awk 'FNR == 1 && NR > 1 {print "---"} {print}' "$moddir"/kustomize/stage/node/fast/node-initialize.yaml \
     "$moddir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-    "$moddir"/kustomize/stage/pod/general/pod-*.yaml | awk 'FNR == 1 && NR > 1 {print "---"} {print}' >"$out/stages/stages.yaml"
+    "$moddir"/kustomize/stage/pod/general/pod-*.yaml >"$out/stages/stages.yaml"
 }
 
 build_kueue() {

@@ -7,7 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import cluster_spec, kueue_webhooks, quota, tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
+    cluster_spec,
+    kueue_webhooks,
+    quota,
+    tenant_plan,
+    validation,
+)
 
 
 class FilterModule(object):
@@ -18,5 +24,8 @@ class FilterModule(object):
             "node_pool_gpus": cluster_spec.total_gpus,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "tenant_plan": tenant_plan.tenant_plan,
-            "tenant_reachable": lambda tenants, name: quota.reachable(tenants, name),
+            "tenant_reachable": quota.reachable,
+            "load_jobs": validation.load_jobs,
+            "baseline_result": validation.baseline_result,
+            "flood_result": validation.flood_result,
         }

@@ -86,15 +86,16 @@ def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
     }
 
 
-def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, flooded, held_back, arrived, after,
-                 finished, jobs, events, bound_seconds):
+def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, flooded, held_back, arrival_ts, arrived,
+                 after, finished, jobs, events, bound_seconds):
     """Judge one flood scenario (``flooder`` floods the cluster, then ``arriver`` submits its guarantee).
 
     ``reach``: devices the flooder can hold when alone (``quota.reachable``); ``capacity``: devices of the
     resource on the cluster; ``flood_jobs``: Jobs it
     submitted; ``flooded``: admission info once it held ``reach``; ``held_back``: ``{"jobs": [Job objects of its
-    pending workloads], "pods": [their Pods]}``; ``arrived``: admission info of waiting for the arriver's
-    guarantee (``elapsed`` is the time-to-guarantee); ``after``: admission info right after that; ``finished``:
+    pending workloads], "pods": [their Pods]}``; ``arrival_ts``: Unix time just before the arriver submitted;
+    ``arrived``: admission info of waiting for the arriver's guarantee, whose last timeline sample is the moment
+    it held it (time-to-guarantee = that sample's ``ts`` - ``arrival_ts``); ``after``: admission info right after that; ``finished``:
     admission info once all finished; ``jobs``: every Job of the scenario at the end; ``events``: Events of
     the flooder's namespace; ``bound_seconds``: the time-to-guarantee bound.
     """
@@ -109,7 +110,7 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     checks.append(_check("queued Jobs of %s stay suspended" % f, [], unsuspended, not unsuspended and held_back["jobs"]))
     pods = sorted(p["metadata"]["name"] for p in held_back["pods"])
     checks.append(_check("queued Jobs of %s have no pods" % f, [], pods, not pods))
-    ttg = arrived["elapsed"]
+    ttg = round(arrived["timeline"][-1]["ts"] - arrival_ts, 3) if arrived.get("timeline") else arrived["elapsed"]
     got = arrived["queues"][a]["reserved"]
     checks.append(_check("%s gets its guarantee (GPUs reserved)" % a, arriver["gpus"], got, got >= arriver["gpus"]))
     checks.append(_check("time-to-guarantee of %s within %s s" % (a, bound_seconds), "<= %s s" % bound_seconds,

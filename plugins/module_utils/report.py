@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The validation report: a JSON document and a Markdown page a person can read, built from scenario results
+(``validation.py``). Pure logic, no cluster access, no file writes (the ``validation_report`` module writes)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+
+def report_document(cluster, tenants, scenarios, generated_at):
+    """The JSON report: ``{"cluster", "generated_at", "passed", "tenants": [...], "scenarios": [...],
+    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"]}``."""
+    failed = [
+        "%s: %s (expected %s, observed %s)" % (s["name"], c["check"], _fmt(c["expected"]), _fmt(c["observed"]))
+        for s in scenarios for c in s["checks"] if not c["passed"]
+    ]
+    return {
+        "cluster": cluster,
+        "generated_at": generated_at,
+        "passed": not failed and bool(scenarios),
+        "tenants": [
+            {k: t.get(k) for k in ("name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit",
+                                    "max_gpus", "weight")}
+            for t in tenants
+        ],
+        "scenarios": scenarios,
+        "failed_checks": failed,
+    }
+
+
+def _fmt(value):
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True) if value else "none"
+    return str(value)
+
+
+def _cell(value):
+    return _fmt(value).replace("|", "\\|")
+
+
+def report_markdown(document, images):
+    """The Markdown page. ``images`` maps a scenario name to the file name of its plot (or is empty)."""
+    lines = [
+        "# fairgpu validation report: %s" % document["cluster"],
+        "",
+        "Generated %s. Result: **%s**." % (document["generated_at"], "PASSED" if document["passed"] else "FAILED"),
+        "",
+        "Every check below is judged from what the real Kueue and Kubernetes components decided (Workload",
+        "conditions, ClusterQueue status, Job and Pod objects, Events), read through the API server.",
+        "",
+        "## Tenants",
+        "",
+        "| tenant | namespaces | resource | guaranteed | borrowing limit | lending limit | hard maximum | weight |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t in document["tenants"]:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], t["gpus"],
+            "none" if t["borrowing_limit"] is None else t["borrowing_limit"],
+            "all" if t["lending_limit"] is None else t["lending_limit"], t["max_gpus"], t["weight"]))
+    for scenario in document["scenarios"]:
+        lines += ["", "## %s" % scenario["title"], ""]
+        metrics = scenario.get("metrics") or {}
+        if metrics:
+            lines += ["Measured: " + "; ".join("%s = %s" % (k.replace("_", " "), _fmt(v))
+                                               for k, v in sorted(metrics.items())) + ".", ""]
+        lines += ["| check | expected | observed | result |", "|---|---|---|---|"]
+        for c in scenario["checks"]:
+            lines.append("| %s | %s | %s | %s |" % (_cell(c["check"]), _cell(c["expected"]), _cell(c["observed"]),
+                                                    "pass" if c["passed"] else "**FAIL**"))
+        if images.get(scenario["name"]):
+            lines += ["", "![GPUs held per tenant: %s](%s)" % (scenario["name"], images[scenario["name"]])]
+    if document["failed_checks"]:
+        lines += ["", "## Failed checks", ""] + ["- " + f for f in document["failed_checks"]]
+    return "\n".join(lines) + "\n"
+
+
+def held_series(timeline):
+    """From a timeline (samples ``{"ts", "queues": {name: {"reserved", ...}}}``) to per-queue series of
+    ``(seconds since the first sample, GPUs reserved)``, ordered by time; duplicate timestamps kept once."""
+    samples = sorted({s["ts"]: s for s in timeline}.values(), key=lambda s: s["ts"])
+    if not samples:
+        return {}
+    t0 = samples[0]["ts"]
+    series = {}
+    for s in samples:
+        for name, queue in s["queues"].items():
+            series.setdefault(name, []).append((round(s["ts"] - t0, 3), queue["reserved"]))
+    return series
