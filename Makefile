@@ -1,0 +1,68 @@
+# fairgpu: the two commands are `make run` (the main job on the embedded cluster) and `make test`.
+# Each sets up what it needs: a Python virtualenv (.venv), the collection link (.collections) and the
+# cluster toolchain (built from Go modules into ~/.cache/fairgpu, once).
+
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+# The fairgpu path: kueue or mig (passed to the playbooks as -e path=...).
+FAIRGPU_PATH ?= kueue
+INVENTORY ?= inventories/local/hosts.yml
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help setup toolchain run site validate teardown test unit lint integration molecule bench clean
+
+help:
+	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
+	@echo "make test       unit tests, lint, integration tests on an embedded cluster, molecule"
+	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
+	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
+
+$(VENV)/.installed: requirements.txt requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-test.txt
+	touch $@
+
+.collections/ansible_collections/fairgpu/tenancy:
+	mkdir -p .collections/ansible_collections/fairgpu
+	ln -sfn ../../.. $@
+
+setup: $(VENV)/.installed .collections/ansible_collections/fairgpu/tenancy
+
+toolchain:
+	bash files/toolchain/toolchain.sh ensure >/dev/null
+
+run: setup toolchain site validate
+
+site: setup
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml -e path=$(FAIRGPU_PATH)
+
+validate: setup
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml -e path=$(FAIRGPU_PATH)
+
+teardown: setup
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml
+
+test: setup toolchain unit lint integration molecule
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: setup
+	$(BIN)/ansible-lint --offline
+	$(BIN)/antsibull-changelog lint
+
+integration: setup toolchain
+	$(BIN)/python -m pytest -q tests/integration
+
+molecule: setup toolchain
+	$(BIN)/molecule test -s default
+
+bench: setup toolchain
+	$(BIN)/python tests/bench/bench.py
+
+clean:
+	rm -rf $(VENV) .collections results

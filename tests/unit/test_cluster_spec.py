@@ -1,0 +1,37 @@
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import (
+    node_pool_errors,
+    node_pool_nodes,
+    total_gpus,
+)
+
+POOL = {"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
+        "cpu": "96", "memory": "1Ti"}
+
+
+def test_valid_pool_expands_to_named_nodes():
+    assert node_pool_errors([POOL]) == []
+    nodes = node_pool_nodes([POOL])
+    assert [n["name"] for n in nodes] == ["gpu-node-0", "gpu-node-1"]
+    assert nodes[0]["pods"] == 110 and nodes[0]["pool"] == "gpu-node"
+    assert total_gpus([POOL]) == 16
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"gpu_count": 0}, "cluster_kwok_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
+    ({"count": 0}, "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
+    ({"count": "2"}, "cluster_kwok_node_pools[0].count: must be an integer >= 1, got '2'"),
+    ({"gpu_product": "A100"}, "cluster_kwok_node_pools[0].gpu_product: 'A100' is not a known GPU product"),
+    ({"name": "GPU_Node"}, "cluster_kwok_node_pools[0].name"),
+    ({"memory": "lots"}, "cluster_kwok_node_pools[0].memory: 'lots' is not a Kubernetes quantity"),
+])
+def test_bad_pools_name_the_field(change, message):
+    errors = node_pool_errors([dict(POOL, **change)])
+    assert any(message in e for e in errors), errors
+
+
+def test_duplicate_pool_names_and_empty_list():
+    assert "used by two pools" in node_pool_errors([POOL, dict(POOL)])[0]
+    assert node_pool_errors([]) == ["cluster_kwok_node_pools: give a non-empty list of node pools"]
+    assert node_pool_errors("x")

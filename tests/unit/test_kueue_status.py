@@ -1,0 +1,107 @@
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import (
+    admission_info,
+    condition_met,
+    requested,
+    sample,
+    wait_for_errors,
+    workload_state,
+)
+
+
+def cluster_queue(name, nominal=8, reserved=0, borrowed=0, pending=0, admitted=0, share=0):
+    return {
+        "metadata": {"name": name},
+        "spec": {"cohortName": "fairgpu", "fairSharing": {"weight": "1"}, "resourceGroups": [{"flavors": [{
+            "name": "h100", "resources": [{"name": "cpu", "nominalQuota": "96"},
+                                          {"name": "nvidia.com/gpu", "nominalQuota": str(nominal), "borrowingLimit": "8"}]}]}]},
+        "status": {"flavorsReservation": [{"name": "h100", "resources": [
+            {"name": "nvidia.com/gpu", "total": str(reserved), "borrowed": str(borrowed)}]}],
+            "flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": str(reserved)}]}],
+            "pendingWorkloads": pending, "admittedWorkloads": admitted, "reservingWorkloads": admitted,
+            "fairSharing": {"weightedShare": share},
+            "conditions": [{"type": "Active", "status": "True"}]},
+    }
+
+
+def workload(name, ns, queue, gpus=1, count=1, conditions=(), job=None, admitted_to=None, created="2026-01-01T00:00:00Z"):
+    w = {"metadata": {"name": name, "namespace": ns, "creationTimestamp": created,
+                      "ownerReferences": [{"kind": "Job", "name": job or name}]},
+         "spec": {"queueName": queue, "podSets": [{"name": "main", "count": count, "template": {"spec": {"containers": [
+             {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "2"}}}]}}}]},
+         "status": {"conditions": [dict(type=t, status=s, reason=r, message="m", lastTransitionTime="t") for t, s, r in conditions]}}
+    if admitted_to:
+        w["status"]["admission"] = {"clusterQueue": admitted_to}
+    return w
+
+
+LQS = [{"metadata": {"namespace": "team-a", "name": "team-a-queue"}, "spec": {"clusterQueue": "team-a"}},
+       {"metadata": {"namespace": "team-b", "name": "team-b-queue"}, "spec": {"clusterQueue": "team-b"}}]
+
+
+def test_queue_and_workload_summaries():
+    info = admission_info(
+        [cluster_queue("team-a", reserved=16, borrowed=8, pending=4, admitted=16, share=500), cluster_queue("team-b")],
+        LQS,
+        [workload("w1", "team-a", "team-a-queue", conditions=[("QuotaReserved", "True", "QuotaReserved"),
+                                                               ("Admitted", "True", "Admitted")], admitted_to="team-a"),
+         workload("w2", "team-a", "team-a-queue", gpus=2, count=3, conditions=[("QuotaReserved", "False", "Pending")])],
+    )
+    a = info["queues"]["team-a"]
+    assert (a["nominal"], a["borrowing_limit"], a["lending_limit"]) == (8, 8, None)
+    assert (a["reserved"], a["in_use"], a["borrowed"], a["weighted_share"]) == (16, 16, 8, 500)
+    assert (a["pending_workloads"], a["admitted_workloads"], a["active"]) == (4, 16, True)
+    w1, w2 = info["workloads"]
+    assert (w1["state"], w1["cluster_queue"], w1["job"]) == ("admitted", "team-a", "w1")
+    assert (w2["state"], w2["gpus"], w2["cluster_queue"]) == ("pending", 6, "team-a")
+    assert w2["conditions"]["QuotaReserved"]["reason"] == "Pending"
+
+
+def test_queue_filter_drops_other_workloads():
+    info = admission_info([cluster_queue("team-a"), cluster_queue("team-b")], LQS,
+                          [workload("w", "team-b", "team-b-queue")], queue_names={"team-a"})
+    assert list(info["queues"]) == ["team-a"] and info["workloads"] == []
+
+
+@pytest.mark.parametrize("conditions, state", [
+    ([("Finished", "True", "Succeeded"), ("Admitted", "True", "")], "finished"),
+    ([("Admitted", "True", "")], "admitted"),
+    ([("QuotaReserved", "True", "")], "reserved"),
+    ([("Evicted", "True", "Preempted")], "evicted"),
+    ([], "pending"),
+])
+def test_states(conditions, state):
+    conds = {t: {"status": s, "reason": r} for t, s, r in conditions}
+    assert workload_state(conds) == state
+
+
+def test_limits_count_when_no_request():
+    w = {"spec": {"podSets": [{"count": 2, "template": {"spec": {"containers": [
+        {"resources": {"limits": {"nvidia.com/gpu": "1"}}}, {"resources": {}}]}}}]}}
+    assert requested(w, "nvidia.com/gpu") == 2
+
+
+def test_wait_conditions():
+    info = admission_info([cluster_queue("team-b", reserved=8, pending=1, admitted=8)], LQS,
+                          [workload("w", "team-b", "team-b-queue", conditions=[("Finished", "True", "")])])
+    assert condition_met(info, {"queue": "team-b", "reserved_at_least": 8})
+    assert not condition_met(info, {"queue": "team-b", "reserved_at_least": 9})
+    assert condition_met(info, {"queue": "team-b", "pending_at_least": 1})
+    assert condition_met(info, {"all_finished": True, "workloads_at_least": 1})
+    assert not condition_met(info, {"all_finished": True, "workloads_at_least": 2})
+    assert not condition_met(info, {"queue": "nope", "admitted_at_least": 0})
+    point = sample(info, 1.5, 100.0)
+    assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "pending": 1, "admitted": 8}
+
+
+@pytest.mark.parametrize("wait_for, message", [
+    ({}, "give a mapping"),
+    ({"queue": "a"}, "give exactly one of"),
+    ({"reserved_at_least": 1}, "wait_for.queue"),
+    ({"queue": "a", "reserved_at_least": -1}, "must be an integer >= 0"),
+    ({"queue": "a", "reserved_at_least": 1, "colour": 1}, "wait_for.colour: unknown key"),
+    ({"all_finished": True, "queue": "a"}, "not allowed with all_finished"),
+])
+def test_bad_wait_for(wait_for, message):
+    assert any(message in e for e in wait_for_errors(wait_for))

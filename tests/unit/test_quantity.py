@@ -1,0 +1,18 @@
+from decimal import Decimal
+
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("1Ti", 2 ** 40), ("500m", Decimal("0.5")), ("96", 96), (8, 8), ("1.5Gi", 3 * 2 ** 29), ("2k", 2000), ("1e3", 1000),
+])
+def test_parse(value, expected):
+    assert parse_quantity(value) == expected
+
+
+@pytest.mark.parametrize("value", ["lots", "1Xi", True, "", "1.2.3"])
+def test_reject(value):
+    with pytest.raises(ValueError):
+        parse_quantity(value)

@@ -1,0 +1,142 @@
+"""Tenant spec validation, quota arithmetic and the objects built from it."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import quota
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import flavor_name
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import cluster_capacity, tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import tenant_errors
+
+
+def node(name, gpus=8, product="NVIDIA-H100-80GB-HBM3", cpu="96", memory="1Ti"):
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": product, "nvidia.com/gpu.present": "true"}},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus), "pods": "110"}}}
+
+
+NODES = [node("gpu-node-0"), node("gpu-node-1")]
+TEAMS = [
+    {"name": "team-a", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "max_gpus": 16, "weight": 1},
+    {"name": "team-b", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "max_gpus": 16, "weight": 1},
+]
+
+
+def by_kind(objects, kind):
+    return [o for o in objects if o["kind"] == kind]
+
+
+def test_capacity_sums_gpu_nodes_only():
+    cap = cluster_capacity(NODES + [{"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8"}}}])
+    assert cap["resources"] == {"nvidia.com/gpu": 16}
+    assert cap["cpu"] == 192000 and cap["memory"] == 2 * 2 ** 40
+    assert cap["products"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu": 16}}
+
+
+def test_default_inventory_builds_the_task_objects():
+    plan = tenant_plan(TEAMS, NODES)
+    assert plan["errors"] == []
+    objects = plan["objects"]
+    kinds = [o["kind"] for o in objects]
+    assert kinds[:2] == ["Cohort", "ResourceFlavor"]
+    assert all(o["apiVersion"] == "kueue.x-k8s.io/v1beta2" for o in objects if "kueue" in o["apiVersion"])
+    flavor = by_kind(objects, "ResourceFlavor")[0]
+    assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    cq = {o["metadata"]["name"]: o for o in by_kind(objects, "ClusterQueue")}
+    spec = cq["team-a"]["spec"]
+    assert spec["cohortName"] == "fairgpu"
+    assert spec["namespaceSelector"] == {"matchLabels": {"fairgpu.io/tenant": "team-a"}}
+    assert spec["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    gpu = spec["resourceGroups"][0]["flavors"][0]["resources"][2]
+    assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8", "lendingLimit": "8"}
+    assert spec["preemption"]["reclaimWithinCohort"] == "Any"
+    assert spec["fairSharing"] == {"weight": "1"}
+    quotas = by_kind(objects, "ResourceQuota")
+    assert [q["spec"]["hard"] for q in quotas] == [{"requests.nvidia.com/gpu": "16"}] * 2
+    lqs = sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind(objects, "LocalQueue"))
+    assert lqs == [("team-a", "default"), ("team-a", "team-a-queue"), ("team-b", "default"), ("team-b", "team-b-queue")]
+    # CPU and memory default to the tenant's GPU share of the cluster (half each here).
+    cpu = spec["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert cpu == {"name": "cpu", "nominalQuota": "96000m"}
+
+
+def test_tenant_role_cannot_unsuspend_or_touch_quota():
+    objects = tenant_plan(TEAMS, NODES)["objects"]
+    role = by_kind(objects, "Role")[0]
+    verbs = {(g, r): rule["verbs"] for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert "update" not in verbs[("batch", "jobs")] and "patch" not in verbs[("batch", "jobs")]
+    assert verbs[("kueue.x-k8s.io", "workloads")] == ["get", "list", "watch"]
+    assert ("", "secrets") not in verbs
+    assert by_kind(objects, "RoleBinding")[0]["subjects"][0]["name"] == "team-a"
+
+
+@pytest.mark.parametrize("tenants, message", [
+    (TEAMS + [dict(TEAMS[0])], "tenants_list[2] (team-a).name: 'team-a' is used by two tenants"),
+    ([dict(TEAMS[0], gpus=-1), TEAMS[1]], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number of GPUs >= 0, got -1"),
+    ([dict(TEAMS[0], gpus=1.5), TEAMS[1]], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number"),
+    ([dict(TEAMS[0], gpus=12), TEAMS[1]], "the guarantees (gpus) add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
+    ([dict(TEAMS[0], gpu_resource="nvidia.com/gpus"), TEAMS[1]], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
+    ([dict(TEAMS[0], weight=0), TEAMS[1]], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
+    ([dict(TEAMS[0], lending_limit=9), TEAMS[1]], "tenants_list[0] (team-a).lending_limit: 9 is more than the tenant's guarantee"),
+    ([dict(TEAMS[0], max_gpus=4), TEAMS[1]], "tenants_list[0] (team-a).max_gpus: 4 is below the guarantee"),
+    ([dict(TEAMS[0], namespaces=["team-b"]), TEAMS[1]], "'team-b' already belongs to tenant 'team-a'"),
+    ([dict(TEAMS[0], namespaces=["kube-system"]), TEAMS[1]], "'kube-system' is a system namespace"),
+    ([dict(TEAMS[0], name="Team_A"), TEAMS[1]], "'Team_A' is not a lower-case DNS label"),
+    ([dict(TEAMS[0], gpu=8), TEAMS[1]], "tenants_list[0] (team-a).gpu: unknown field"),
+])
+def test_bad_tenants_name_tenant_and_field(tenants, message):
+    plan = tenant_plan(tenants, NODES)
+    assert plan["objects"] == []
+    assert any(message in e for e in plan["errors"]), plan["errors"]
+
+
+def test_borrowing_limit_needs_a_cohort():
+    errors = tenant_plan(TEAMS, NODES, cohort="")["errors"]
+    assert "tenants_list[0] (team-a).borrowing_limit: needs a cohort to borrow from" in errors[0]
+
+
+def test_borrow_within_cohort_is_rejected_under_fair_sharing():
+    plan = tenant_plan(TEAMS, NODES, preemption={"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"}})
+    assert "borrowWithinCohort" in plan["errors"][0]
+
+
+def test_unoffered_resource_is_named():
+    tenants = [dict(TEAMS[0], gpus=1, lending_limit=None, gpu_resource="nvidia.com/mig-2g.20gb"), TEAMS[1]]
+    assert "add up to 1 nvidia.com/mig-2g.20gb but the cluster's nodes offer 0" in tenant_plan(tenants, NODES)["errors"][0]
+    tenants[0]["gpus"] = 0
+    assert "no node offers nvidia.com/mig-2g.20gb" in tenant_plan(tenants, NODES)["errors"][0]
+
+
+def test_reachable_follows_kueue_cohort_rules():
+    tenants = tenant_plan(TEAMS, NODES)["tenants"]
+    assert quota.reachable(tenants, "team-a") == 16
+    unlimited = tenant_plan([dict(TEAMS[0], borrowing_limit=None, max_gpus=None), dict(TEAMS[1], lending_limit=2)],
+                            NODES)["tenants"]
+    assert quota.reachable(unlimited, "team-a") == 10
+    with pytest.raises(KeyError):
+        quota.reachable(tenants, "nobody")
+
+
+def test_flavor_name():
+    assert flavor_name("NVIDIA-H100-80GB-HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+anything = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 40) | st.floats(allow_nan=True) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=20,
+)
+field_values = st.fixed_dictionaries({}, optional={
+    "name": st.one_of(st.text(max_size=12), st.sampled_from(["team-a", "team-b"]), anything),
+    "namespaces": anything, "gpus": anything, "borrowing_limit": anything, "lending_limit": anything,
+    "weight": anything, "max_gpus": anything, "gpu_resource": anything, "groups": anything,
+    "cpu": anything, "memory": anything,
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(anything, st.lists(st.one_of(field_values, anything), max_size=4)))
+def test_no_input_crashes_validation(tenants):
+    errors = tenant_errors(tenants, capacity={"nvidia.com/gpu": 16})
+    assert isinstance(errors, list) and all(isinstance(e, str) for e in errors)
+    plan = tenant_plan(tenants, NODES)
+    assert bool(plan["errors"]) != bool(plan["objects"]) or tenants == []

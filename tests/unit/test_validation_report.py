@@ -1,0 +1,83 @@
+"""Scenario judging and the report, on Kueue states shaped like the real ones."""
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.report import held_series, report_document, report_markdown
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import flood_result, load_jobs
+
+A = {"name": "team-a", "namespaces": ["team-a"], "gpu_resource": "nvidia.com/gpu", "gpus": 8, "borrowing_limit": 8,
+     "lending_limit": 8, "max_gpus": 16, "weight": 1}
+B = dict(A, name="team-b", namespaces=["team-b"])
+
+
+def queues(a_reserved, a_borrowed, a_pending, b_reserved):
+    return {"team-a": {"reserved": a_reserved, "borrowed": a_borrowed, "pending_workloads": a_pending,
+                       "admitted_workloads": a_reserved, "nominal": 8},
+            "team-b": {"reserved": b_reserved, "borrowed": 0, "pending_workloads": 0, "admitted_workloads": b_reserved,
+                       "nominal": 8}}
+
+
+def wl(name, ns, state="finished", preempted=False):
+    conds = {"Finished": {"status": "True", "reason": "Succeeded"}}
+    if preempted:
+        conds["Preempted"] = {"status": "False", "reason": "InCohortReclamation"}
+        conds["Evicted"] = {"status": "False", "reason": "Preempted"}
+    return {"name": "job-" + name, "namespace": ns, "job": name, "state": state, "conditions": conds}
+
+
+def job(name, succeeded=1):
+    return {"metadata": {"name": name}, "status": {"succeeded": succeeded}}
+
+
+def scenario(preempted_with_event=True, ttg_ts=105.0, lost=0):
+    a_jobs = [j["name"] for j in load_jobs(A, 20, "flood", 30)]
+    b_jobs = [j["name"] for j in load_jobs(B, 8, "flood", 30)]
+    after = {"workloads": [wl(n, "team-a", preempted=i < 8) for i, n in enumerate(a_jobs)]}
+    events = [{"reason": "Preempted", "involvedObject": {"kind": "Workload", "name": "job-" + n}}
+              for n in a_jobs[:8 if preempted_with_event else 7]]
+    return flood_result(
+        "flood", A, B, 16, 16, 20,
+        {"queues": queues(16, 8, 4, 0), "timeline": [{"ts": 90.0, "queues": {}}]},
+        {"jobs": [{"metadata": {"name": n}, "spec": {"suspend": True}} for n in a_jobs[16:]], "pods": []},
+        100.0,
+        {"queues": queues(8, 0, 12, 8), "elapsed": 4.0, "timeline": [{"ts": ttg_ts, "queues": {}}]},
+        after, {"elapsed": 80.0, "timeline": []},
+        [job(n) for n in a_jobs + b_jobs][lost:], events, 15.0)
+
+
+def test_job_names_and_queue():
+    jobs = load_jobs(A, 2, "flood_reverse", 30)
+    assert [j["name"] for j in jobs] == ["fairgpu-val-flood-reverse-team-a-0", "fairgpu-val-flood-reverse-team-a-1"]
+    assert jobs[0]["queue"] == "team-a-queue" and jobs[0]["gpus"] == 1
+
+
+def test_a_good_flood_passes_and_measures_from_submission():
+    result = scenario()
+    assert all(c["passed"] for c in result["checks"]), [c for c in result["checks"] if not c["passed"]]
+    assert result["metrics"]["time_to_guarantee_seconds"] == 5.0
+    assert result["metrics"]["preemption_reasons"] == ["InCohortReclamation"]
+
+
+def test_each_failure_is_caught():
+    failed = {c["check"] for c in scenario(preempted_with_event=False)["checks"] if not c["passed"]}
+    assert failed == {"every preemption has an Event"}
+    failed = {c["check"] for c in scenario(ttg_ts=130.0)["checks"] if not c["passed"]}
+    assert failed == {"time-to-guarantee of team-b within 15.0 s"}
+    failed = {c["check"] for c in scenario(lost=1)["checks"] if not c["passed"]}
+    assert failed == {"every Job of both tenants succeeded (none lost)"}
+
+
+def test_report_document_and_markdown():
+    good, bad = scenario(), scenario(lost=2)
+    bad["name"] = "flood_reverse"
+    doc = report_document("embedded", [A, B], [good, bad], "2026-11-30T00:00:00Z")
+    assert doc["passed"] is False
+    assert doc["failed_checks"] == ["flood_reverse: every Job of both tenants succeeded (none lost) (expected 28, observed 26)"]
+    md = report_markdown(doc, {"flood": "flood.png"})
+    assert "Result: **FAILED**" in md and "![GPUs held per tenant: flood](flood.png)" in md
+    assert "| team-a | team-a | nvidia.com/gpu | 8 | 8 | 8 | 16 | 1 |" in md
+    assert report_document("x", [A], [], "t")["passed"] is False
+
+
+def test_held_series_orders_and_dedups():
+    timeline = [{"ts": 12.0, "queues": {"a": {"reserved": 2}}}, {"ts": 10.0, "queues": {"a": {"reserved": 1}}},
+                {"ts": 12.0, "queues": {"a": {"reserved": 2}}}]
+    assert held_series(timeline) == {"a": [(0.0, 1), (2.0, 2)]}
