@@ -36,3 +36,26 @@ def parse_quantity(value):
     except InvalidOperation:
         raise ValueError("%r is not a Kubernetes quantity" % (value,))
     return number * _SUFFIXES[match.group(2) or ""]
+
+
+def format_cpu(millicores):
+    """Canonical CPU quantity of ``millicores`` (int): whole cores as ``"96"``, else ``"1500m"``.
+
+    The API server keeps custom resources' quantities as written, so fairgpu writes the canonical form: a
+    second apply of the same value then changes nothing.
+    """
+    millicores = int(millicores)
+    return "%d" % (millicores // 1000) if millicores % 1000 == 0 else "%dm" % millicores
+
+
+def format_memory(size):
+    """Canonical memory quantity of ``size`` bytes (int): the largest binary suffix that divides it exactly
+    (``"512Gi"``, ``"1536Mi"``), else plain bytes; ``"0"`` for zero."""
+    size = int(size)
+    if size == 0:
+        return "0"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = int(_SUFFIXES[suffix])
+        if size % unit == 0:
+            return "%d%s" % (size // unit, suffix)
+    return "%d" % size

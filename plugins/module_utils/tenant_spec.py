@@ -34,6 +34,9 @@ __metaclass__ = type
 import numbers
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_cpu, format_memory, parse_quantity
+
+MIB = 1024 * 1024
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-[1-7]g\.[0-9]+gb(\.me)?$")
@@ -197,10 +200,11 @@ def normalise(tenants, capacity):
             "max_gpus": max_gpus,
             "gpu_resource": resource,
             "groups": list(tenant.get("groups", [tenant["name"]])),
-            "cpu": str(tenant["cpu"]) if tenant.get("cpu") is not None
-            else "%dm" % int(capacity.get("cpu", 0) * 1000 * fraction),
-            "memory": str(tenant["memory"]) if tenant.get("memory") is not None
-            else "%dMi" % int(capacity.get("memory", 0) * fraction / (1024 * 1024)),
+            "cpu": format_cpu(parse_quantity(tenant["cpu"]) * 1000 if tenant.get("cpu") is not None
+                              else int(capacity.get("cpu", 0) * 1000 * fraction)),
+            # Memory shares are rounded down to whole MiB.
+            "memory": format_memory(parse_quantity(tenant["memory"]) if tenant.get("memory") is not None
+                                    else int(capacity.get("memory", 0) * fraction) // MIB * MIB),
         }
         result.append(entry)
     return result

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_cpu, format_memory, parse_quantity
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -16,3 +16,13 @@ def test_parse(value, expected):
 def test_reject(value):
     with pytest.raises(ValueError):
         parse_quantity(value)
+
+
+@pytest.mark.parametrize("millicores, text", [(96000, "96"), (1500, "1500m"), (0, "0")])
+def test_format_cpu(millicores, text):
+    assert format_cpu(millicores) == text
+
+
+@pytest.mark.parametrize("size, text", [(2 ** 40, "1Ti"), (1536 * 2 ** 20, "1536Mi"), (0, "0"), (1000, "1000")])
+def test_format_memory(size, text):
+    assert format_memory(size) == text

@@ -56,7 +56,16 @@ def test_default_inventory_builds_the_task_objects():
     assert lqs == [("team-a", "default"), ("team-a", "team-a-queue"), ("team-b", "default"), ("team-b", "team-b-queue")]
     # CPU and memory default to the tenant's GPU share of the cluster (half each here).
     cpu = spec["resourceGroups"][0]["flavors"][0]["resources"][0]
-    assert cpu == {"name": "cpu", "nominalQuota": "96000m"}
+    assert cpu == {"name": "cpu", "nominalQuota": "96"}
+    assert spec["resourceGroups"][0]["flavors"][0]["resources"][1] == {"name": "memory", "nominalQuota": "1Ti"}
+
+
+def test_quantities_are_canonical_so_a_second_apply_is_a_no_op():
+    tenants = [dict(TEAMS[0], cpu="1500m", memory="2048Mi"), dict(TEAMS[1], gpus=0, lending_limit=None)]
+    plan = tenant_plan(tenants, NODES)
+    quotas = [o["spec"]["resourceGroups"][0]["flavors"][0]["resources"] for o in by_kind(plan["objects"], "ClusterQueue")]
+    assert [q[0]["nominalQuota"] for q in quotas] == ["1500m", "0"]
+    assert [q[1]["nominalQuota"] for q in quotas] == ["2Gi", "0"]
 
 
 def test_tenant_role_cannot_unsuspend_or_touch_quota():

@@ -1,0 +1,132 @@
+"""The integration tests' embedded cluster: brought up once per session with the real playbooks (site.yml),
+torn down at the end. Every test talks to its real API server and the real Kueue controller."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VARS = os.path.join(ROOT, "tests", "integration", "vars.yml")
+with open(VARS) as _handle:
+    CLUSTER = yaml.safe_load(_handle)["cluster_name"]
+KWOK_WORKDIR = os.path.expanduser("~/.local/share/fairgpu/kwok")
+KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CLUSTER, "kubeconfig.yaml")
+
+
+class PlaybookRun:
+    """One ansible-playbook run with the JSON callback: rc, the parsed result and the raw output."""
+
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.stderr = proc.stderr
+        try:
+            self.result = json.loads(proc.stdout)
+        except ValueError:
+            self.result = {"stats": {}, "plays": [], "raw": proc.stdout}
+
+    @property
+    def stats(self):
+        return next(iter(self.result.get("stats", {}).values()), {})
+
+    def changed_tasks(self):
+        return [task["task"]["name"] for play in self.result.get("plays", []) for task in play["tasks"]
+                for host in task["hosts"].values() if host.get("changed")]
+
+    def messages(self):
+        """Every failure message of the run, one string."""
+        msgs = [str(host.get("msg", "")) for play in self.result.get("plays", []) for task in play["tasks"]
+                for host in task["hosts"].values() if host.get("failed")]
+        return "\n".join(msgs) + self.stderr + self.result.get("raw", "")
+
+
+def playbook(name, *args, check=False, timeout=900):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), os.path.join(ROOT, "playbooks", name), "-e", "@" + VARS] + list(args)
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return PlaybookRun(proc)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """site.yml on a fresh embedded cluster; yields the kubernetes ApiClient. Tears the cluster down after."""
+    run = playbook("site.yml")
+    assert run.rc == 0, run.messages()
+    api = k8s_config.new_client_from_config(config_file=KUBECONFIG)
+    yield api
+    playbook("teardown.yml")
+
+
+@pytest.fixture(scope="session")
+def core(cluster):
+    return k8s.CoreV1Api(cluster)
+
+
+@pytest.fixture(scope="session")
+def batch(cluster):
+    return k8s.BatchV1Api(cluster)
+
+
+@pytest.fixture(scope="session")
+def kueue(cluster):
+    return k8s.CustomObjectsApi(cluster)
+
+
+def wait_until(predicate, timeout, interval=0.5, what="condition"):
+    """Poll ``predicate`` until it returns a truthy value; return it, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def load_job(name, namespace, queue=None, gpus=1, seconds=30, labels=None):
+    """A Job shaped like the validate role's load Jobs (kwok completes its pod after ``seconds``)."""
+    meta_labels = dict(labels or {})
+    if queue:
+        meta_labels["kueue.x-k8s.io/queue-name"] = queue
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "%ds" % seconds,
+                                         "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "%ds" % seconds}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "load", "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                              "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}}}]}}},
+    }
+
+
+def workloads(kueue, namespace):
+    return kueue.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")["items"]
+
+
+def cluster_queue(kueue, name):
+    return kueue.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", name)
+
+
+def reserved_gpus(cq):
+    return sum(int(r.get("total", 0)) for f in cq.get("status", {}).get("flavorsReservation", [])
+               for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+
+
+def condition(obj, kind):
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def delete_jobs(batch, namespace, selector):
+    batch.delete_collection_namespaced_job(namespace, label_selector=selector, propagation_policy="Background")

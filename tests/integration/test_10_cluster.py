@@ -1,0 +1,55 @@
+"""The embedded cluster: real scheduler decisions about simulated GPUs, and site.yml's idempotence."""
+
+import uuid
+
+from conftest import playbook, wait_until
+
+
+def gpu_pod(name, gpus):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
+                                                   "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def test_nodes_advertise_gpus_as_device_plugin_and_gfd_would(core):
+    nodes = core.list_node(label_selector="nvidia.com/gpu.present=true").items
+    assert len(nodes) == 2
+    for node in nodes:
+        assert node.status.capacity["nvidia.com/gpu"] == "8"
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        assert node.metadata.labels["nvidia.com/gpu.memory"] == "81559"
+        assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+
+def test_scheduler_places_a_gpu_pod_and_refuses_an_oversized_one(core):
+    ns = "default"
+    fits, too_big = "fits-%s" % uuid.uuid4().hex[:6], "too-big-%s" % uuid.uuid4().hex[:6]
+    core.create_namespaced_pod(ns, gpu_pod(fits, 8))
+    core.create_namespaced_pod(ns, gpu_pod(too_big, 9))
+    try:
+        pod = wait_until(lambda: (lambda p: p if p.status.phase == "Running" else None)(
+            core.read_namespaced_pod(fits, ns)), 60, what="the 8-GPU pod to run")
+        assert pod.spec.node_name.startswith("gpu-node-")
+
+        def unschedulable():
+            p = core.read_namespaced_pod(too_big, ns)
+            cond = next((c for c in p.status.conditions or [] if c.type == "PodScheduled"), None)
+            return cond if cond is not None and cond.reason == "Unschedulable" else None
+
+        cond = wait_until(unschedulable, 60, what="the 9-GPU pod to be unschedulable")
+        assert "Insufficient nvidia.com/gpu" in cond.message
+        assert core.read_namespaced_pod(too_big, ns).status.phase == "Pending"
+    finally:
+        for name in (fits, too_big):
+            core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_second_run_and_check_mode_change_nothing(cluster):
+    run = playbook("site.yml")
+    assert run.rc == 0, run.messages()
+    assert run.stats["changed"] == 0, run.changed_tasks()
+    check = playbook("site.yml", check=True)
+    assert check.rc == 0, check.messages()
+    assert check.stats["changed"] == 0, check.changed_tasks()

@@ -1,0 +1,45 @@
+"""The real Kueue controller behind the API server: its webhooks suspend queued Jobs, it admits them through
+the tenant's ClusterQueue, and while it is down Job creation is refused (failurePolicy Fail)."""
+
+import subprocess
+import uuid
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from conftest import CLUSTER, condition, load_job, playbook, wait_until, workloads
+
+
+def job_workload(kueue, namespace, job):
+    return next((w for w in workloads(kueue, namespace)
+                 if any(o["name"] == job for o in w["metadata"].get("ownerReferences", []))), None)
+
+
+@pytest.mark.parametrize("queue", ["team-a-queue", None])
+def test_job_is_suspended_then_admitted_through_the_tenants_queue(batch, kueue, queue):
+    name = "it-%s" % uuid.uuid4().hex[:6]
+    created = batch.create_namespaced_job("team-a", load_job(name, "team-a", queue=queue, seconds=3))
+    # Kueue's mutating webhook suspends it on creation (or its LocalQueue "default" when unlabelled).
+    assert created.spec.suspend is True
+    assert created.metadata.labels["kueue.x-k8s.io/queue-name"] == (queue or "default")
+    wl = wait_until(lambda: (lambda w: w if w and condition(w, "Admitted") and condition(w, "Admitted")["status"] == "True"
+                             else None)(job_workload(kueue, "team-a", name)), 30, what="admission")
+    assert wl["status"]["admission"]["clusterQueue"] == "team-a"
+    wait_until(lambda: (batch.read_namespaced_job(name, "team-a").status.succeeded or 0) == 1, 60, what="the Job to succeed")
+    batch.delete_namespaced_job(name, "team-a", propagation_policy="Background")
+
+
+def test_job_creation_is_refused_while_kueue_is_down(batch):
+    pidfile = "%s/.local/share/fairgpu/kueue/%s/kueue.pid" % (subprocess.os.path.expanduser("~"), CLUSTER)
+    subprocess.run(["start-stop-daemon", "--stop", "--pidfile", pidfile, "--remove-pidfile", "--retry", "TERM/15/KILL/5"],
+                   check=True)
+    try:
+        with pytest.raises(ApiException) as refused:
+            batch.create_namespaced_job("team-a", load_job("it-down", "team-a", queue="team-a-queue"))
+        assert refused.value.status == 500
+        assert "failed calling webhook" in refused.value.body and "mjob.kb.io" in refused.value.body
+    finally:
+        run = playbook("site.yml")
+    assert run.rc == 0, run.messages()
+    changed = run.changed_tasks()
+    assert len(changed) == 1 and "Start the Kueue controller" in changed[0], changed

@@ -1,0 +1,85 @@
+"""Bad input stops a playbook with one message naming the field, before anything changes on a cluster."""
+
+import json
+
+import pytest
+
+from conftest import KWOK_WORKDIR, playbook
+
+TEAM = {"name": "team-a", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "max_gpus": 16}
+
+
+def snapshot(core, kueue):
+    """Names and resourceVersions of every object the tenants role manages."""
+    state = {"ns": sorted((n.metadata.name, n.metadata.resource_version) for n in core.list_namespace().items)}
+    for plural in ("clusterqueues", "resourceflavors", "cohorts"):
+        items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)["items"]
+        state[plural] = sorted((o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in items)
+    items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "localqueues")["items"]
+    state["localqueues"] = sorted((o["metadata"]["namespace"], o["metadata"]["name"], o["metadata"]["resourceVersion"])
+                                  for o in items)
+    state["quotas"] = sorted((q.metadata.namespace, q.metadata.name, q.metadata.resource_version)
+                             for q in core.list_resource_quota_for_all_namespaces().items)
+    return state
+
+
+@pytest.mark.parametrize("tenants, message", [
+    ([dict(TEAM, gpus=-1), dict(TEAM, name="team-b")], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number of GPUs >= 0, got -1"),
+    ([TEAM, dict(TEAM)], "tenants_list[1] (team-a).name: 'team-a' is used by two tenants"),
+    ([dict(TEAM, gpus=12), dict(TEAM, name="team-b")], "the guarantees (gpus) add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
+    ([dict(TEAM, gpu_resource="nvidia.com/gpus")], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
+    ([dict(TEAM, weight=0)], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
+])
+def test_bad_tenants_change_nothing(core, kueue, tenants, message):
+    before = snapshot(core, kueue)
+    run = playbook("site.yml", "-e", json.dumps({"tenants_list": tenants}))
+    assert run.rc != 0
+    assert message in run.messages()
+    assert snapshot(core, kueue) == before
+
+
+def test_borrowing_limit_without_cohort(core, kueue):
+    before = snapshot(core, kueue)
+    run = playbook("site.yml", "-e", json.dumps({"tenants_cohort": "", "tenants_list": [TEAM]}))
+    assert run.rc != 0 and "borrowing_limit: needs a cohort to borrow from" in run.messages()
+    assert snapshot(core, kueue) == before
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"cluster_kwok_node_pools": [{"name": "gpu", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 0,
+                                   "cpu": "8", "memory": "8Gi"}]},
+     "cluster_kwok_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
+    ({"cluster_kwok_node_pools": [{"name": "gpu", "count": 0, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
+                                   "cpu": "8", "memory": "8Gi"}]},
+     "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
+    ({"cluster_provider": "docker"}, "value of cluster_provider must be one of: kwok, kind, existing, got: docker"),
+])
+def test_bad_cluster_input_starts_nothing(tmp_path, extra, message):
+    extra = dict(extra, cluster_name="fairgpu-bad", cluster_kwok_workdir=str(tmp_path / "kwok"))
+    run = playbook("site.yml", "-e", json.dumps(extra))
+    assert run.rc != 0 and message in run.messages()
+    assert not (tmp_path / "kwok").exists(), "nothing may be created before the input is checked"
+
+
+def test_kubeconfig_that_does_not_answer(tmp_path):
+    missing = playbook("site.yml", "-e", json.dumps({"cluster_provider": "existing",
+                                                     "cluster_kubeconfig": str(tmp_path / "none.yaml")}))
+    assert missing.rc != 0 and "cluster_kubeconfig: %s does not exist" % (tmp_path / "none.yaml") in missing.messages()
+    dead = tmp_path / "dead.yaml"
+    dead.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "dead", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "dead"}}],
+        "users": [{"name": "dead", "user": {"token": "x"}}]}))
+    run = playbook("site.yml", "-e", json.dumps({"cluster_provider": "existing", "cluster_kubeconfig": str(dead),
+                                                 "cluster_api_timeout": 4}))
+    assert run.rc != 0 and "cluster_kubeconfig: the API server of %s" % dead in run.messages()
+    assert "did not answer within 4 s" in run.messages()
+
+
+def test_unknown_path(cluster):
+    run = playbook("site.yml", "-e", "path=gpu")
+    assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
+
+
+assert KWOK_WORKDIR
