@@ -56,7 +56,7 @@ passed:
   returned: always
   type: bool
 failed_checks:
-  description: One line per failed check, C(<scenario>: <check> (expected X, observed Y)).
+  description: "One line per failed check: C(<scenario>: <check> (expected X, observed Y))."
   returned: always
   type: list
   elements: str
