@@ -62,7 +62,8 @@ molecule: setup toolchain
 	$(BIN)/molecule test -s default
 
 bench: setup toolchain
-	$(BIN)/python tests/bench/bench.py
+	mkdir -p results
+	set -o pipefail; $(BIN)/python tests/bench/bench.py | tee results/bench.md
 
 clean:
 	rm -rf $(VENV) .collections results
