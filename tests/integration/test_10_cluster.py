@@ -53,3 +53,25 @@ def test_second_run_and_check_mode_change_nothing(cluster):
     check = playbook("site.yml", check=True)
     assert check.rc == 0, check.messages()
     assert check.stats["changed"] == 0, check.changed_tasks()
+
+
+def test_kwokctl_downloads_nothing(cluster, tmp_path):
+    """kwokctl --dry-run prints every download it would make: with fairgpu's configuration, only local copies."""
+    import json
+    import os
+    import subprocess
+
+    from conftest import CLUSTER, KWOK_WORKDIR, ROOT
+
+    tc = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files/toolchain/toolchain.sh"), "manifest"],
+                                   capture_output=True, text=True, check=True).stdout)
+
+    def dry_run(*args):
+        out = subprocess.run([tc["binaries"]["kwokctl"], "--dry-run", "create", "cluster", "--name=dry", "--kubeconfig=",
+                              *args], capture_output=True, text=True, env=dict(os.environ, KWOK_WORKDIR=str(tmp_path)))
+        return [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("# Download")]
+
+    ours = dry_run("--config=%s/%s.kwokctl.yaml" % (KWOK_WORKDIR, CLUSTER))
+    assert len(ours) == 5 and all(line.startswith("# Download /") for line in ours), ours
+    # Without the configuration kwokctl would fetch release binaries: the check above can fail.
+    assert any("https://" in line for line in dry_run("--runtime=binary"))
