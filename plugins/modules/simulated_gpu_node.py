@@ -23,7 +23,7 @@ description:
     with the value shapes of real GFD label sets.
   - Only those keys are touched; other labels and resources stay as they are. Check mode and diff mode
     report exactly what would change.
-  - Never use it on a real cluster: there the GPU Operator owns these fields (role C(gpu_operator), mode C(helm)).
+  - Never use it on a real cluster, where the GPU Operator owns these fields (role C(gpu_operator), mode C(helm)).
 author:
   - fairgpu maintainers
 extends_documentation_fragment:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import KWOK_WORKDIR, playbook
+from conftest import playbook
 
 TEAM = {"name": "team-a", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "max_gpus": 16}
 
@@ -82,4 +82,17 @@ def test_unknown_path(cluster):
     assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
 
 
-assert KWOK_WORKDIR
+
+
+def test_api_server_port_in_use_is_reported_before_starting(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-busy", "cluster_kwok_apiserver_port": port,
+                                                     "cluster_kwok_workdir": str(tmp_path / "kwok")}))
+    assert run.rc != 0
+    assert "cluster_kwok_apiserver_port: 127.0.0.1:%d is already in use" % port in run.messages()
+    assert not (tmp_path / "kwok" / "clusters" / "fairgpu-busy").exists()
