@@ -12,6 +12,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
     kueue_webhooks,
     quota,
     tenant_plan,
+    tenant_spec,
     validation,
 )
 
@@ -22,8 +23,11 @@ class FilterModule(object):
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_gpus": cluster_spec.total_gpus,
+            "ready_node_names": cluster_spec.ready_node_names,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "tenant_plan": tenant_plan.tenant_plan,
+            "tenant_errors": tenant_spec.tenant_errors,
+            "node_pool_capacity": cluster_spec.pool_capacity,
             "tenant_reachable": quota.reachable,
             "load_jobs": validation.load_jobs,
             "baseline_result": validation.baseline_result,

@@ -17,12 +17,14 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
 
 # RFC 1123 DNS label, as Kubernetes requires for node names (the index suffix is added later).
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # A Kubernetes quantity (resource.Quantity): number with optional decimal or binary suffix.
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 DEFAULT_PODS = 110
+FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods")
 
 
 def _is_int(value):
@@ -44,6 +46,8 @@ def node_pool_errors(pools):
         if not isinstance(pool, dict):
             errors.append("%s: must be a mapping with name, count, gpu_product, gpu_count, cpu, memory" % at)
             continue
+        for unknown in sorted(str(key) for key in pool if key not in FIELDS):
+            errors.append("%s.%s: unknown field; known fields are %s" % (at, unknown, ", ".join(FIELDS)))
         name = pool.get("name")
         if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 50:
             errors.append("%s.name: %r is not a lower-case DNS label of at most 50 characters" % (at, name))
@@ -84,6 +88,25 @@ def node_pool_nodes(pools):
     return nodes
 
 
+def pool_capacity(pools):
+    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes:
+    ``{"nvidia.com/gpu": GPUs, "cpu": millicores, "memory": bytes}``."""
+    return {
+        "nvidia.com/gpu": total_gpus(pools),
+        "cpu": int(sum(pool["count"] * parse_quantity(pool["cpu"]) * 1000 for pool in pools)),
+        "memory": int(sum(pool["count"] * parse_quantity(pool["memory"]) for pool in pools)),
+    }
+
+
 def total_gpus(pools):
     """Whole GPUs over all pools (int)."""
     return sum(pool["count"] * pool["gpu_count"] for pool in pools)
+
+
+def ready_node_names(nodes):
+    """Names of the Node objects (API dicts) whose Ready condition is True, sorted."""
+    return sorted(
+        node["metadata"]["name"] for node in nodes
+        if any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+    )

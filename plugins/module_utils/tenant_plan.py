@@ -48,9 +48,9 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     """
     capacity = cluster_capacity(nodes)
     plan = {"errors": [], "tenants": [], "objects": [], "capacity": capacity}
-    errors = tenant_spec.tenant_errors(tenants, capacity=capacity["resources"], cohort=cohort)
-    if preemption and preemption.get("borrowWithinCohort"):
-        errors.append("tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it")
+    errors = tenant_spec.tenant_errors(
+        tenants, capacity=dict(capacity["resources"], cpu=capacity["cpu"], memory=capacity["memory"]),
+        cohort=cohort, preemption=preemption)
     if errors:
         plan["errors"] = errors
         return plan

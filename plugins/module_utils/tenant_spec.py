@@ -61,19 +61,23 @@ def is_accelerator_resource(name):
     return name == GPU_RESOURCE or (isinstance(name, str) and bool(MIG_RESOURCE.match(name)))
 
 
-def tenant_errors(tenants, capacity=None, cohort="fairgpu"):
+def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
     """Validate ``tenants``; return a list of messages, each naming the tenant and field and saying the fix.
 
-    ``capacity`` maps an accelerator resource name to what the cluster's nodes offer in all (ints), or None to
-    skip the capacity check. ``cohort`` is the cohort every ClusterQueue joins (empty or None: no cohort).
-    Never raises, whatever the input.
+    ``capacity`` maps an accelerator resource name to what the cluster's nodes offer in all (ints), plus
+    optionally ``cpu`` (millicores) and ``memory`` (bytes); None skips the capacity checks. ``cohort`` is the
+    cohort every ClusterQueue joins (empty or None: no cohort); ``preemption`` the ClusterQueues'
+    ``spec.preemption``. Never raises, whatever the input.
     """
     where = "tenants_list"
     if not isinstance(tenants, list) or not tenants:
         return ["%s: give a non-empty list of tenants (each with at least name and gpus)" % where]
     errors = []
+    if isinstance(preemption, dict) and preemption.get("borrowWithinCohort"):
+        errors.append("tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it")
     names, owners = set(), {}
-    guaranteed = {}
+    guaranteed, holders = {}, {}
+    explicit = {"cpu": 0, "memory": 0}
     for index, tenant in enumerate(tenants):
         if not isinstance(tenant, dict):
             errors.append("%s[%d]: must be a mapping with at least name and gpus" % (where, index))
@@ -84,9 +88,8 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu"):
         def err(field, message):
             errors.append("%s.%s: %s" % (at, field, message))
 
-        unknown = sorted(str(key) for key in tenant if key not in KNOWN_FIELDS)
-        if unknown:
-            err(unknown[0], "unknown field; known fields are %s" % ", ".join(KNOWN_FIELDS))
+        for unknown in sorted(str(key) for key in tenant if key not in KNOWN_FIELDS):
+            err(unknown, "unknown field; known fields are %s" % ", ".join(KNOWN_FIELDS))
         if not _is_dns_label(name):
             err("name", "%r is not a lower-case DNS label (a-z, 0-9, '-', at most 63 characters)" % (name,))
         elif name in names:
@@ -120,6 +123,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu"):
             gpus = None
         elif is_accelerator_resource(resource):
             guaranteed[resource] = guaranteed.get(resource, 0) + gpus
+            holders.setdefault(resource, []).append(name if isinstance(name, str) else "?")
 
         borrowing = tenant.get("borrowing_limit")
         if borrowing is not None:
@@ -157,17 +161,32 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu"):
 
         for field in ("cpu", "memory"):
             value = tenant.get(field)
-            if value is not None and not re.match(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$", str(value)):
-                err(field, "%r is not a Kubernetes quantity (for example 16 or 64Gi)" % (value,))
+            if value is None:
+                continue
+            try:
+                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    raise ValueError(value)
+                amount = parse_quantity(value)
+                if not amount.is_finite() or amount < 0:
+                    raise ValueError(value)
+            except (ValueError, ArithmeticError):
+                err(field, "%r is not a Kubernetes quantity >= 0 (for example 16 or 64Gi)" % (value,))
+                continue
+            explicit[field] += amount * (1000 if field == "cpu" else 1)
 
     if capacity is not None:
         for resource, total in sorted(guaranteed.items()):
             offered = capacity.get(resource, 0)
             if total > offered:
                 errors.append(
-                    "%s: the guarantees (gpus) add up to %d %s but the cluster's nodes offer %d; lower them"
-                    % (where, total, resource, offered)
+                    "%s: the guarantees (gpus) of %s add up to %d %s but %s; lower them"
+                    % (where, ", ".join(holders[resource]), total, resource,
+                       "the cluster's nodes offer %d" % offered if offered else "no node offers it")
                 )
+        for field, unit in (("cpu", "millicores"), ("memory", "bytes")):
+            if field in capacity and explicit[field] > capacity[field]:
+                errors.append("%s: the %s guarantees add up to %d %s but the GPU nodes have %d; lower them"
+                              % (where, field, explicit[field], unit, capacity[field]))
     return errors
 
 

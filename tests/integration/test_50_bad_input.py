@@ -26,7 +26,7 @@ def snapshot(core, kueue):
 @pytest.mark.parametrize("tenants, message", [
     ([dict(TEAM, gpus=-1), dict(TEAM, name="team-b")], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number of GPUs >= 0, got -1"),
     ([TEAM, dict(TEAM)], "tenants_list[1] (team-a).name: 'team-a' is used by two tenants"),
-    ([dict(TEAM, gpus=12), dict(TEAM, name="team-b")], "the guarantees (gpus) add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
+    ([dict(TEAM, gpus=12), dict(TEAM, name="team-b")], "the guarantees (gpus) of team-a, team-b add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
     ([dict(TEAM, gpu_resource="nvidia.com/gpus")], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
     ([dict(TEAM, weight=0)], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
 ])

@@ -35,3 +35,22 @@ def test_duplicate_pool_names_and_empty_list():
     assert "used by two pools" in node_pool_errors([POOL, dict(POOL)])[0]
     assert node_pool_errors([]) == ["cluster_kwok_node_pools: give a non-empty list of node pools"]
     assert node_pool_errors("x")
+
+
+def test_unknown_fields_are_all_named():
+    errors = node_pool_errors([dict(POOL, gpu_memroy_mib=1, colour="red")])
+    assert errors == [
+        "cluster_kwok_node_pools[0].colour: unknown field; known fields are name, count, gpu_product, gpu_count, "
+        "gpu_memory_mib, cpu, memory, pods",
+        "cluster_kwok_node_pools[0].gpu_memroy_mib: unknown field; known fields are name, count, gpu_product, "
+        "gpu_count, gpu_memory_mib, cpu, memory, pods",
+    ]
+
+
+def test_ready_node_names():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import ready_node_names
+
+    nodes = [{"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "x"}]}},
+             {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
+             {"metadata": {"name": "c"}, "status": {}}]
+    assert ready_node_names(nodes) == ["b"]

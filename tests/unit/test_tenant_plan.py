@@ -82,7 +82,7 @@ def test_tenant_role_cannot_unsuspend_or_touch_quota():
     (TEAMS + [dict(TEAMS[0])], "tenants_list[2] (team-a).name: 'team-a' is used by two tenants"),
     ([dict(TEAMS[0], gpus=-1), TEAMS[1]], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number of GPUs >= 0, got -1"),
     ([dict(TEAMS[0], gpus=1.5), TEAMS[1]], "tenants_list[0] (team-a).gpus: the guarantee must be a whole number"),
-    ([dict(TEAMS[0], gpus=12), TEAMS[1]], "the guarantees (gpus) add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
+    ([dict(TEAMS[0], gpus=12), TEAMS[1]], "the guarantees (gpus) of team-a, team-b add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
     ([dict(TEAMS[0], gpu_resource="nvidia.com/gpus"), TEAMS[1]], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
     ([dict(TEAMS[0], weight=0), TEAMS[1]], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
     ([dict(TEAMS[0], lending_limit=9), TEAMS[1]], "tenants_list[0] (team-a).lending_limit: 9 is more than the tenant's guarantee"),
@@ -110,7 +110,7 @@ def test_borrow_within_cohort_is_rejected_under_fair_sharing():
 
 def test_unoffered_resource_is_named():
     tenants = [dict(TEAMS[0], gpus=1, lending_limit=None, gpu_resource="nvidia.com/mig-2g.20gb"), TEAMS[1]]
-    assert "add up to 1 nvidia.com/mig-2g.20gb but the cluster's nodes offer 0" in tenant_plan(tenants, NODES)["errors"][0]
+    assert "of team-a add up to 1 nvidia.com/mig-2g.20gb but no node offers it" in tenant_plan(tenants, NODES)["errors"][0]
     tenants[0]["gpus"] = 0
     assert "no node offers nvidia.com/mig-2g.20gb" in tenant_plan(tenants, NODES)["errors"][0]
 
@@ -149,3 +149,24 @@ def test_no_input_crashes_validation(tenants):
     assert isinstance(errors, list) and all(isinstance(e, str) for e in errors)
     plan = tenant_plan(tenants, NODES)
     assert bool(plan["errors"]) != bool(plan["objects"]) or tenants == []
+
+
+def test_cpu_and_memory_guarantees_must_fit_the_nodes():
+    errors = tenant_plan([dict(TEAMS[0], cpu="5000", memory="100Ti"), TEAMS[1]], NODES)["errors"]
+    assert errors == [
+        "tenants_list: the cpu guarantees add up to 5000000 millicores but the GPU nodes have 192000; lower them",
+        "tenants_list: the memory guarantees add up to 109951162777600 bytes but the GPU nodes have 2199023255552; "
+        "lower them",
+    ]
+    assert "is not a Kubernetes quantity >= 0" in tenant_errors([dict(TEAMS[0], cpu="-1")])[0]
+
+
+def test_checks_before_any_cluster_from_the_node_pools():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import pool_capacity
+
+    pools = [{"name": "gpu", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
+              "memory": "1Ti"}]
+    capacity = pool_capacity(pools)
+    assert capacity == {"nvidia.com/gpu": 16, "cpu": 192000, "memory": 2 * 2 ** 40}
+    assert tenant_errors(TEAMS, capacity=capacity) == []
+    assert "offer 16" in tenant_errors([dict(TEAMS[0], gpus=9), TEAMS[1]], capacity=capacity)[0]

@@ -58,7 +58,7 @@ def test_a_good_flood_passes_and_measures_from_submission():
 
 def test_each_failure_is_caught():
     failed = {c["check"] for c in scenario(preempted_with_event=False)["checks"] if not c["passed"]}
-    assert failed == {"every preemption has an Event"}
+    assert failed == {"preempted workloads without a Preempted Event"}
     failed = {c["check"] for c in scenario(ttg_ts=130.0)["checks"] if not c["passed"]}
     assert failed == {"time-to-guarantee of team-b within 15.0 s"}
     failed = {c["check"] for c in scenario(lost=1)["checks"] if not c["passed"]}
