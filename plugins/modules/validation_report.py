@@ -102,7 +102,9 @@ def plot(path, title, series, guarantees):
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
     for index, (name, points) in enumerate(sorted(series.items())):
         color = "C%d" % index
-        ax.step([p[0] for p in points], [p[1] for p in points], where="post", color=color, label="%s held" % name)
+        # Wider lines first, so a tenant whose line coincides with another's stays visible under it.
+        ax.step([p[0] for p in points], [p[1] for p in points], where="post", color=color, label="%s held" % name,
+                linewidth=max(3.5 - 1.5 * index, 1.0))
         if name in guarantees:
             ax.axhline(guarantees[name], color=color, linestyle="--", linewidth=1, label="%s guaranteed" % name)
     ax.set_xlabel("seconds")

@@ -79,7 +79,7 @@ def test_kubeconfig_that_does_not_answer(tmp_path):
 
 def test_unknown_path(cluster):
     run = playbook("site.yml", "-e", "path=gpu")
-    assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
+    assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue (path mig is not built yet)" in run.messages()
 
 
 
@@ -96,3 +96,20 @@ def test_api_server_port_in_use_is_reported_before_starting(tmp_path):
     assert run.rc != 0
     assert "cluster_kwok_apiserver_port: 127.0.0.1:%d is already in use" % port in run.messages()
     assert not (tmp_path / "kwok" / "clusters" / "fairgpu-busy").exists()
+
+
+def test_bad_tenants_are_refused_before_a_cluster_starts(tmp_path):
+    run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-never", "cluster_kwok_workdir": str(tmp_path / "kwok"),
+                                                 "tenants_list": [dict(TEAM, gpus=20)]}))
+    assert run.rc != 0
+    assert "the guarantees (gpus) of team-a add up to 20 nvidia.com/gpu but the cluster's nodes offer 16" in run.messages()
+    assert not (tmp_path / "kwok").exists()
+
+
+def test_a_removed_tenant_stops_the_play_until_pruned(core, kueue):
+    before = snapshot(core, kueue)
+    run = playbook("tenants.yml", "-e", json.dumps({"tenants_list": [TEAM]}))
+    assert run.rc != 0
+    assert "Tenant(s) team-b are on the cluster but not in tenants_list" in run.messages()
+    assert "set tenants_prune: true" in run.messages()
+    assert snapshot(core, kueue) == before
