@@ -1,6 +1,7 @@
 """The real Kueue controller behind the API server: its webhooks suspend queued Jobs, it admits them through
 the tenant's ClusterQueue, and while it is down Job creation is refused (failurePolicy Fail)."""
 
+import os
 import subprocess
 import uuid
 
@@ -30,7 +31,7 @@ def test_job_is_suspended_then_admitted_through_the_tenants_queue(batch, kueue, 
 
 
 def test_job_creation_is_refused_while_kueue_is_down(batch):
-    pidfile = "%s/.local/share/fairgpu/kueue/%s/kueue.pid" % (subprocess.os.path.expanduser("~"), CLUSTER)
+    pidfile = os.path.expanduser("~/.local/share/fairgpu/kueue/%s/kueue.pid" % CLUSTER)
     subprocess.run(["start-stop-daemon", "--stop", "--pidfile", pidfile, "--remove-pidfile", "--retry", "TERM/15/KILL/5"],
                    check=True)
     try:
