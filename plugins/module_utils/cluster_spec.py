@@ -14,21 +14,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label, is_whole_number
 
-# RFC 1123 DNS label, as Kubernetes requires for node names (the index suffix is added later).
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# A Kubernetes quantity (resource.Quantity): number with optional decimal or binary suffix.
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 DEFAULT_PODS = 110
 FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods")
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_quantity(value):
+    """A finite Kubernetes quantity >= 0 given as a string or an int."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        return False
+    return amount.is_finite() and amount >= 0
 
 
 def node_pool_errors(pools):
@@ -49,7 +51,8 @@ def node_pool_errors(pools):
         for unknown in sorted(str(key) for key in pool if key not in FIELDS):
             errors.append("%s.%s: unknown field; known fields are %s" % (at, unknown, ", ".join(FIELDS)))
         name = pool.get("name")
-        if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 50:
+        # Node names are <pool>-<index>: a DNS label with room for the suffix.
+        if not is_dns_label(name) or len(name) > 50:
             errors.append("%s.name: %r is not a lower-case DNS label of at most 50 characters" % (at, name))
         elif name in names:
             errors.append("%s.name: %r is used by two pools; node names would collide" % (at, name))
@@ -57,11 +60,11 @@ def node_pool_errors(pools):
             names.add(name)
         for field in ("count", "gpu_count"):
             value = pool.get(field)
-            if not _is_int(value) or value < 1:
+            if not is_whole_number(value) or value < 1:
                 errors.append("%s.%s: must be an integer >= 1, got %r" % (at, field, value))
         for field in ("gpu_memory_mib", "pods"):
             value = pool.get(field)
-            if value is not None and (not _is_int(value) or value < 1):
+            if value is not None and (not is_whole_number(value) or value < 1):
                 errors.append("%s.%s: must be an integer >= 1 when given, got %r" % (at, field, value))
         product = pool.get("gpu_product")
         if product not in GPU_MODELS:
@@ -71,7 +74,7 @@ def node_pool_errors(pools):
             )
         for field in ("cpu", "memory"):
             value = pool.get(field)
-            if not isinstance(value, (str, int)) or isinstance(value, bool) or not QUANTITY.match(str(value)):
+            if not _is_quantity(value):
                 errors.append("%s.%s: %r is not a Kubernetes quantity (for example 96 or 1Ti)" % (at, field, value))
     return errors
 

@@ -48,11 +48,13 @@ KNOWN_FIELDS = (
 RESERVED_NAMESPACES = ("kube-system", "kueue-system", "kube-public", "kube-node-lease", "default")
 
 
-def _is_int(value):
+def is_whole_number(value):
+    """True for an int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_dns_label(value):
+def is_dns_label(value):
+    """True for a lower-case RFC 1123 DNS label of at most 63 characters."""
     return isinstance(value, str) and len(value) <= 63 and bool(DNS_LABEL.match(value))
 
 
@@ -90,7 +92,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
 
         for unknown in sorted(str(key) for key in tenant if key not in KNOWN_FIELDS):
             err(unknown, "unknown field; known fields are %s" % ", ".join(KNOWN_FIELDS))
-        if not _is_dns_label(name):
+        if not is_dns_label(name):
             err("name", "%r is not a lower-case DNS label (a-z, 0-9, '-', at most 63 characters)" % (name,))
         elif name in names:
             err("name", "%r is used by two tenants; tenant names must be unique" % name)
@@ -102,7 +104,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
             err("namespaces", "give a non-empty list of namespace names")
             namespaces = []
         for namespace in namespaces:
-            if not _is_dns_label(namespace):
+            if not is_dns_label(namespace):
                 err("namespaces", "%r is not a valid namespace name (lower-case DNS label)" % (namespace,))
             elif namespace in RESERVED_NAMESPACES:
                 err("namespaces", "%r is a system namespace; give the tenant its own" % namespace)
@@ -118,7 +120,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
                 "nvidia.com/mig-<profile> such as nvidia.com/mig-2g.20gb" % (resource,))
 
         gpus = tenant.get("gpus")
-        if not _is_int(gpus) or gpus < 0:
+        if not is_whole_number(gpus) or gpus < 0:
             err("gpus", "the guarantee must be a whole number of GPUs >= 0, got %r" % (gpus,))
             gpus = None
         elif is_accelerator_resource(resource):
@@ -127,7 +129,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
 
         borrowing = tenant.get("borrowing_limit")
         if borrowing is not None:
-            if not _is_int(borrowing) or borrowing < 0:
+            if not is_whole_number(borrowing) or borrowing < 0:
                 err("borrowing_limit", "must be a whole number of GPUs >= 0 or null (no limit), got %r" % (borrowing,))
                 borrowing = None
             elif not cohort:
@@ -135,7 +137,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
 
         lending = tenant.get("lending_limit")
         if lending is not None:
-            if not _is_int(lending) or lending < 0:
+            if not is_whole_number(lending) or lending < 0:
                 err("lending_limit", "must be a whole number of GPUs >= 0 or null (lend all), got %r" % (lending,))
             elif gpus is not None and lending > gpus:
                 err("lending_limit", "%d is more than the tenant's guarantee gpus=%d; a tenant lends only what it has"
@@ -149,7 +151,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
 
         max_gpus = tenant.get("max_gpus")
         if max_gpus is not None:
-            if not _is_int(max_gpus) or max_gpus < 0:
+            if not is_whole_number(max_gpus) or max_gpus < 0:
                 err("max_gpus", "must be a whole number of GPUs, got %r" % (max_gpus,))
             elif gpus is not None and max_gpus < gpus:
                 err("max_gpus", "%d is below the guarantee gpus=%d; the ResourceQuota would block the guarantee"
