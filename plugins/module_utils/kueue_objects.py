@@ -18,9 +18,16 @@ __metaclass__ = type
 import re
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 TENANT_LABEL = "fairgpu.io/tenant"
+# Namespace annotation: the WorkloadPriorityClasses the tenant's Jobs may name (comma-separated), read by the
+# fairgpu-tenant-jobs ValidatingAdmissionPolicy.
+PRIORITY_CLASSES_ANNOTATION = "fairgpu.io/workload-priority-classes"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fairgpu"}
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+# One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
+DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 
 
 def flavor_name(product):
@@ -119,8 +126,12 @@ def tenant_role(namespace, tenant):
 def namespace_objects(namespace, tenant, local_queue_name, limit_range):
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
+    hard = dict(tenant["resource_quota"])
+    hard["requests." + gpu] = _quantity(tenant["max_gpus"])
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": namespace, "labels": labels,
+                      "annotations": {PRIORITY_CLASSES_ANNOTATION: ",".join(tenant["priority_classes"])}}},
         {"apiVersion": KUEUE_API, "kind": "LocalQueue",
          "metadata": {"name": local_queue_name, "namespace": namespace, "labels": labels},
          "spec": {"clusterQueue": tenant["name"]}},
@@ -131,7 +142,7 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range):
         # Only the requests. form is enforced for an extended resource.
         {"apiVersion": "v1", "kind": "ResourceQuota",
          "metadata": {"name": "fairgpu-gpu-quota", "namespace": namespace, "labels": labels},
-         "spec": {"hard": {"requests." + gpu: _quantity(tenant["max_gpus"])}}},
+         "spec": {"hard": {key: _quantity(value) for key, value in sorted(hard.items())}}},
         {"apiVersion": "v1", "kind": "LimitRange",
          "metadata": {"name": "fairgpu-defaults", "namespace": namespace, "labels": labels},
          "spec": {"limits": [{
@@ -149,21 +160,117 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range):
     ]
 
 
+def object_errors(objects):
+    """The last check before anything is applied, on the built objects themselves: a ClusterQueue's
+    ``namespaceSelector`` must select by labels (Kueue reads null as no namespace and ``{}`` as every namespace,
+    so a tenant's quota would serve nobody or everybody). Returns messages naming the object."""
+    errors = []
+    for obj in objects:
+        if obj.get("kind") == "ClusterQueue":
+            selector = (obj.get("spec") or {}).get("namespaceSelector")
+            if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+                errors.append("ClusterQueue %s: namespaceSelector %s would admit workloads from %s; it must select "
+                              "the tenant's namespaces by label" % (obj["metadata"]["name"], "null" if selector is None else selector,
+                                                                    "no namespace" if selector is None else "every namespace"))
+    return errors
+
+
+_ACCELERATOR = "r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-')"
+
+
+def admission_policies():
+    """The ValidatingAdmissionPolicies (Kubernetes >= 1.30) that hold in every tenant namespace (label
+    ``fairgpu.io/tenant``), whoever asks, and their bindings:
+
+    - ``fairgpu-tenant-gpu-pods``: a Pod that requests or limits an accelerator must be controlled by a Job
+      (so Kueue admits it against the tenant's ClusterQueue). Pod priority is checked on the Job, not here: the
+      Priority admission plugin fills every pod's ``spec.priority`` before validation.
+    - ``fairgpu-tenant-jobs``: a Job may name only the WorkloadPriorityClasses of its namespace's
+      ``fairgpu.io/workload-priority-classes`` annotation, and its pods may not set a pod priority
+      (kube-scheduler would evict other tenants' pods for a higher one).
+
+    They run inside the API server: no webhook, and they hold while Kueue is down. Returns manifest dicts.
+    """
+    containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
+    gpu_pods = {
+        "variables": [{"name": "accelerators", "expression": containers + ".exists(c, has(c.resources) && ("
+                       "(has(c.resources.requests) && c.resources.requests.exists(r, %s)) || "
+                       "(has(c.resources.limits) && c.resources.limits.exists(r, %s))))" % (_ACCELERATOR, _ACCELERATOR)}],
+        "validations": [
+            {"expression": "!variables.accelerators || (has(object.metadata.ownerReferences) && "
+                           "object.metadata.ownerReferences.exists(o, o.apiVersion == 'batch/v1' && o.kind == 'Job' "
+                           "&& has(o.controller) && o.controller))",
+             "reason": "Forbidden",
+             "message": "a pod that requests GPUs in a tenant namespace must belong to a Job, so that Kueue admits "
+                        "it against the tenant's ClusterQueue: submit a Job with the label kueue.x-k8s.io/queue-name"},
+        ],
+    }
+    jobs = {
+        "variables": [
+            {"name": "priorityClass", "expression": "has(object.metadata.labels) && '%s' in object.metadata.labels ? "
+             "object.metadata.labels['%s'] : ''" % (PRIORITY_CLASS_LABEL, PRIORITY_CLASS_LABEL)},
+            {"name": "allowed", "expression": "has(namespaceObject.metadata.annotations) && '%s' in "
+             "namespaceObject.metadata.annotations && namespaceObject.metadata.annotations['%s'] != '' ? "
+             "namespaceObject.metadata.annotations['%s'].split(',') : []"
+             % ((PRIORITY_CLASSES_ANNOTATION,) * 3)},
+            # Kueue updates admitted Jobs; a class that was allowed at creation stays usable.
+            {"name": "unchanged", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.labels) && "
+             "'%s' in oldObject.metadata.labels && oldObject.metadata.labels['%s'] == variables.priorityClass"
+             % (PRIORITY_CLASS_LABEL, PRIORITY_CLASS_LABEL)},
+        ],
+        "validations": [
+            {"expression": "variables.priorityClass == '' || variables.unchanged || "
+                           "variables.priorityClass in variables.allowed",
+             "reason": "Forbidden",
+             "messageExpression": "'WorkloadPriorityClass ' + variables.priorityClass + ' is not allowed in namespace ' "
+                                  "+ namespaceObject.metadata.name + '; use one of: ' + "
+                                  "(variables.allowed.size() > 0 ? variables.allowed.join(', ') : 'none (omit the label)')"},
+            {"expression": "(!has(object.spec.template.spec.priorityClassName) || "
+                           "object.spec.template.spec.priorityClassName == '') && !has(object.spec.template.spec.priority)",
+             "reason": "Forbidden",
+             "message": "pod priority (priorityClassName, priority) is not allowed in tenant Jobs: kube-scheduler "
+                        "would evict other tenants' pods for it; set the label kueue.x-k8s.io/priority-class instead"},
+        ],
+    }
+    objects = []
+    for name, resource, operations, rules in (
+        ("fairgpu-tenant-gpu-pods", ("", "pods"), ["CREATE"], gpu_pods),
+        ("fairgpu-tenant-jobs", ("batch", "jobs"), ["CREATE", "UPDATE"], jobs),
+    ):
+        spec = {"failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": [resource[0]], "apiVersions": ["v1"],
+                                                        "operations": operations, "resources": [resource[1]]}]}}
+        spec.update(rules)
+        objects.append({"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+                        "metadata": {"name": name, "labels": _labels()}, "spec": spec})
+        objects.append({"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+                        "metadata": {"name": name, "labels": _labels()},
+                        "spec": {"policyName": name, "validationActions": ["Deny"],
+                                 "matchResources": {"namespaceSelector": {"matchExpressions": [
+                                     {"key": TENANT_LABEL, "operator": "Exists"}]}}}})
+    return objects
+
+
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                   local_queue_suffix="-queue", limit_range=None):
+                   local_queue_suffix="-queue", limit_range=None, priority_classes=()):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
     ``tenants``: normalised tenants (``tenant_spec.normalise``); ``flavors``: ``gpu_flavors`` output;
     ``preemption``: ClusterQueue ``spec.preemption`` (default: reclaim within cohort from any borrower,
     preempt lower priority within the queue); ``limit_range``: default container request/limit
-    ``{"cpu", "memory"}``. Returns a list of manifest dicts.
+    ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
+    ``[{"name", "value", "description"}]``. Returns a list of manifest dicts.
     """
     if preemption is None:
         preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if limit_range is None:
-        limit_range = {"cpu": "1", "memory": "4Gi"}
+        limit_range = DEFAULT_CONTAINER_RESOURCES
     used = {f["name"]: f for f in flavors for t in tenants if t["gpu_resource"] in f["resources"]}
-    objects = []
+    objects = admission_policies()
+    for priority_class in priority_classes:
+        objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
+                        "metadata": {"name": priority_class["name"], "labels": _labels()},
+                        "value": priority_class["value"], "description": priority_class.get("description", "")})
     if cohort:
         objects.append({"apiVersion": KUEUE_API, "kind": "Cohort",
                         "metadata": {"name": cohort, "labels": _labels()}, "spec": {}})

@@ -40,30 +40,37 @@ def cluster_capacity(nodes):
 
 
 def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                limit_range=None, local_queue_suffix="-queue"):
+                limit_range=None, local_queue_suffix="-queue", priority_classes=None):
     """Validate ``tenants`` against the cluster's ``nodes`` and build their objects.
 
-    Returns ``{"errors": [str], "tenants": [normalised tenant], "objects": [manifest], "capacity": {...}}``;
-    when ``errors`` is not empty, ``tenants`` and ``objects`` are empty. Never raises on bad tenant input.
+    ``priority_classes``: the platform's WorkloadPriorityClasses ``[{"name", "value", "description"}]``
+    (None: none). The other arguments are those of ``kueue_objects.tenant_objects``.
+    Returns ``{"errors": [str], "tenants": [normalised tenant], "objects": [manifest], "capacity": {...},
+    "local_queue_suffix": str, "priority_classes": [...]}``; when ``errors`` is not empty, ``tenants`` and
+    ``objects`` are empty. Never raises on bad tenant input.
     """
     capacity = cluster_capacity(nodes)
-    plan = {"errors": [], "tenants": [], "objects": [], "capacity": capacity}
-    errors = tenant_spec.tenant_errors(
-        tenants, capacity=dict(capacity["resources"], cpu=capacity["cpu"], memory=capacity["memory"]),
-        cohort=cohort, preemption=preemption)
+    priority_classes = [] if priority_classes is None else priority_classes
+    plan = {"errors": [], "tenants": [], "objects": [], "capacity": capacity, "local_queue_suffix": local_queue_suffix,
+            "priority_classes": priority_classes}
+    limit_range = kueue_objects.DEFAULT_CONTAINER_RESOURCES if limit_range is None else limit_range
+    totals = dict(capacity["resources"], cpu=capacity["cpu"], memory=capacity["memory"])
+    errors = tenant_spec.tenant_errors(tenants, capacity=totals, cohort=cohort, preemption=preemption,
+                                       limit_range=limit_range, priority_classes=priority_classes)
     if errors:
         plan["errors"] = errors
         return plan
-    capacity_for_defaults = dict(capacity["resources"], cpu=capacity["cpu"] / 1000.0, memory=capacity["memory"])
-    normalised = tenant_spec.normalise(tenants, capacity_for_defaults)
+    normalised = tenant_spec.normalise(tenants, totals, [c["name"] for c in priority_classes])
     flavors = kueue_objects.gpu_flavors(capacity["products"])
     errors = kueue_objects.flavor_errors(normalised, flavors)
     if errors:
         plan["errors"] = errors
         return plan
-    plan["tenants"] = normalised
-    plan["objects"] = kueue_objects.tenant_objects(
+    objects = kueue_objects.tenant_objects(
         normalised, flavors, cohort=cohort, preemption=preemption, queueing_strategy=queueing_strategy,
-        local_queue_suffix=local_queue_suffix, limit_range=limit_range,
+        local_queue_suffix=local_queue_suffix, limit_range=limit_range, priority_classes=priority_classes,
     )
+    plan["errors"] = kueue_objects.object_errors(objects)
+    if not plan["errors"]:
+        plan["tenants"], plan["objects"] = normalised, objects
     return plan

@@ -17,14 +17,20 @@ Pure logic, no cluster access. One tenant is a dict::
     gpu_resource:    nvidia.com/gpu (default) or nvidia.com/mig-<profile>
     groups:          RBAC groups of the tenant's users (default [name])
     cpu, memory:     optional guaranteed CPU and memory (Kubernetes quantities); default: the tenant's
-                     share of the cluster's CPU and memory in proportion to its accelerators
+                     share of the cluster's CPU and memory in proportion to its accelerators; never below
+                     one container's default request (tenants_default_container_resources)
+    priority_classes: names of the platform's WorkloadPriorityClasses the tenant's Jobs may use
+                     (default: all of them); any other ``kueue.x-k8s.io/priority-class`` is refused
+    resource_quota:  extra ResourceQuota ``spec.hard`` entries of its namespaces (``requests.cpu``,
+                     ``count/jobs.batch``, ...); the accelerator's own entry comes from max_gpus
 
 Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
 Rules from upstream Kueue (kueue.x-k8s.io/v1beta2 ClusterQueue validation): ``borrowingLimit`` only with a
 cohort; ``lendingLimit`` <= ``nominalQuota``; fairSharing ``weight`` >= 0 (fairgpu requires > 0: a zero weight
 makes a tenant always the first to be preempted and never to borrow). From Kubernetes: ResourceQuota enforces
-an extended resource only under its ``requests.`` name.
+an extended resource only under its ``requests.`` name (a bare ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu``
+key is accepted by the API server and never enforced).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -42,7 +48,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-[1-7]g\.[0-9]+gb(\.me)?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
-    "gpu_resource", "groups", "cpu", "memory",
+    "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota",
 )
 # Namespaces a tenant must never own: Kueue's webhooks skip the first two, the rest are the system's.
 RESERVED_NAMESPACES = ("kube-system", "kueue-system", "kube-public", "kube-node-lease", "default")
@@ -63,18 +69,23 @@ def is_accelerator_resource(name):
     return name == GPU_RESOURCE or (isinstance(name, str) and bool(MIG_RESOURCE.match(name)))
 
 
-def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
+def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, limit_range=None,
+                  priority_classes=None):
     """Validate ``tenants``; return a list of messages, each naming the tenant and field and saying the fix.
 
     ``capacity`` maps an accelerator resource name to what the cluster's nodes offer in all (ints), plus
     optionally ``cpu`` (millicores) and ``memory`` (bytes); None skips the capacity checks. ``cohort`` is the
     cohort every ClusterQueue joins (empty or None: no cohort); ``preemption`` the ClusterQueues'
-    ``spec.preemption``. Never raises, whatever the input.
+    ``spec.preemption``; ``limit_range`` one container's default ``{"cpu", "memory"}`` request (quantities):
+    a tenant with GPUs guaranteed must be guaranteed at least that much CPU and memory (checked when
+    ``capacity`` has cpu and memory, after the defaults are filled); ``priority_classes`` the platform's
+    WorkloadPriorityClasses (``priority_class_errors``; None: none checked). Never raises, whatever the input.
     """
+    errors = priority_class_errors(priority_classes) if priority_classes is not None else []
+    class_names = None if errors or priority_classes is None else [c["name"] for c in priority_classes]
     where = "tenants_list"
     if not isinstance(tenants, list) or not tenants:
-        return ["%s: give a non-empty list of tenants (each with at least name and gpus)" % where]
-    errors = []
+        return errors + ["%s: give a non-empty list of tenants (each with at least name and gpus)" % where]
     if isinstance(preemption, dict) and preemption.get("borrowWithinCohort"):
         errors.append("tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it")
     names, owners = set(), {}
@@ -161,6 +172,18 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
         if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
             err("groups", "give a list of RBAC group names")
 
+        classes = tenant.get("priority_classes")
+        if classes is not None:
+            if not isinstance(classes, list) or not all(isinstance(c, str) and c for c in classes):
+                err("priority_classes", "give a list of WorkloadPriorityClass names")
+            elif class_names is not None and set(classes) - set(class_names):
+                err("priority_classes", "%s: not a WorkloadPriorityClass of the platform; use some of %s "
+                    "(tenants_workload_priority_classes)" % (", ".join(sorted(set(classes) - set(class_names))),
+                                                             ", ".join(class_names) or "none"))
+
+        for field, message in resource_quota_errors(tenant.get("resource_quota"), resource):
+            err(field, message)
+
         for field in ("cpu", "memory"):
             value = tenant.get(field)
             if value is None:
@@ -189,14 +212,109 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None):
             if field in capacity and explicit[field] > capacity[field]:
                 errors.append("%s: the %s guarantees add up to %d %s but the GPU nodes have %d; lower them"
                               % (where, field, explicit[field], unit, capacity[field]))
+        if not errors and limit_range and "cpu" in capacity and "memory" in capacity:
+            errors.extend(_default_request_errors(tenants, capacity, limit_range, class_names or []))
     return errors
 
 
-def normalise(tenants, capacity):
+def priority_class_errors(classes):
+    """Check the platform's WorkloadPriorityClasses (``tenants_workload_priority_classes``): a list of
+    ``{"name": DNS label, "value": int32 (Kueue's WorkloadPriorityClass value), "description": str}`` with unique
+    names. Returns messages naming the entry and field; never raises."""
+    where = "tenants_workload_priority_classes"
+    if not isinstance(classes, list):
+        return ["%s: give a list of {name, value, description} (an empty list for none)" % where]
+    errors, names = [], set()
+    for index, entry in enumerate(classes):
+        at = "%s[%d]" % (where, index)
+        if not isinstance(entry, dict):
+            errors.append("%s: must be a mapping with name and value" % at)
+            continue
+        for unknown in sorted(str(key) for key in entry if key not in ("name", "value", "description")):
+            errors.append("%s.%s: unknown field; known fields are name, value, description" % (at, unknown))
+        name = entry.get("name")
+        if not is_dns_label(name):
+            errors.append("%s.name: %r is not a lower-case DNS label" % (at, name))
+        elif name in names:
+            errors.append("%s.name: %r is defined twice" % (at, name))
+        names.add(name)
+        value = entry.get("value")
+        if not is_whole_number(value) or not -2 ** 31 <= value < 2 ** 31:
+            errors.append("%s.value: the priority must be a 32-bit integer, got %r" % (at, value))
+        if not isinstance(entry.get("description", ""), str):
+            errors.append("%s.description: must be a string" % at)
+    return errors
+
+
+def _is_extended_resource(name):
+    """True for an extended resource name such as ``nvidia.com/gpu``: a domain-prefixed name outside
+    ``kubernetes.io`` (object counts ``count/...`` are not resources)."""
+    if "/" not in name or name.startswith("count/"):
+        return False
+    domain = name.split("/", 1)[0]
+    return "." in domain and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def resource_quota_errors(hard, resource):
+    """Check a tenant's extra ResourceQuota ``spec.hard`` entries; ``resource`` is its accelerator resource.
+
+    Returns ``[(field, message)]``. Kubernetes enforces an extended resource only under ``requests.<name>``;
+    the ``requests.<accelerator>`` entry itself comes from ``max_gpus``.
+    """
+    if hard is None:
+        return []
+    field = "resource_quota"
+    if not isinstance(hard, dict):
+        return [(field, "give a mapping of ResourceQuota spec.hard entries, such as {'requests.cpu': '64'}")]
+    problems = []
+    for key, value in sorted(hard.items(), key=lambda item: str(item[0])):
+        at = "%s[%r]" % (field, key)
+        if not isinstance(key, str) or not key:
+            problems.append((at, "a ResourceQuota key is a resource name such as requests.cpu"))
+            continue
+        bare = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+        if _is_extended_resource(bare) and not key.startswith("requests."):
+            problems.append((at, "Kubernetes never enforces an extended resource under this key (it accepts it "
+                             "silently); write requests.%s" % bare))
+        elif key == "requests." + str(resource):
+            problems.append((at, "the tenant's own accelerator is limited by max_gpus; set max_gpus instead"))
+        try:
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or parse_quantity(value) < 0:
+                raise ValueError(value)
+        except (ValueError, ArithmeticError):
+            problems.append((at, "%r is not a Kubernetes quantity >= 0" % (value,)))
+    return problems
+
+
+def _default_request_errors(tenants, capacity, limit_range, class_names):
+    """A tenant with GPUs guaranteed whose CPU or memory guarantee is below one default container request
+    could not run one pod within its guarantee."""
+    errors = []
+    normalised = normalise(tenants, capacity, class_names)
+    for index, tenant in enumerate(normalised):
+        if not tenant["gpus"]:
+            continue
+        for field in ("cpu", "memory"):
+            try:
+                request = parse_quantity(limit_range[field])
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                errors.append("tenants_default_container_resources.%s: %r is not a Kubernetes quantity"
+                              % (field, limit_range.get(field)))
+                continue
+            if parse_quantity(tenant[field]) < request:
+                errors.append(
+                    "tenants_list[%d] (%s).%s: the guarantee %s is below one container's default request %s "
+                    "(tenants_default_container_resources.%s), so not even one pod fits in it; raise %s or lower "
+                    "the default" % (index, tenant["name"], field, tenant[field], limit_range[field], field, field))
+    return errors
+
+
+def normalise(tenants, capacity, priority_classes=()):
     """Fill every default of valid ``tenants`` (see the module docstring); returns new dicts.
 
     ``capacity``: accelerator resource -> total on the cluster (ints), plus ``cpu`` in millicores and
-    ``memory`` in bytes for the default CPU and memory guarantees. Call ``tenant_errors`` first.
+    ``memory`` in bytes for the default CPU and memory guarantees; ``priority_classes``: the platform's
+    WorkloadPriorityClass names, the default of a tenant's ``priority_classes``. Call ``tenant_errors`` first.
     """
     result = []
     for tenant in tenants:
@@ -221,8 +339,10 @@ def normalise(tenants, capacity):
             "max_gpus": max_gpus,
             "gpu_resource": resource,
             "groups": list(tenant.get("groups", [tenant["name"]])),
+            "priority_classes": list(tenant.get("priority_classes", priority_classes)),
+            "resource_quota": dict(tenant.get("resource_quota") or {}),
             "cpu": format_cpu(parse_quantity(tenant["cpu"]) * 1000 if tenant.get("cpu") is not None
-                              else int(capacity.get("cpu", 0) * 1000 * fraction)),
+                              else int(capacity.get("cpu", 0) * fraction)),
             # Memory shares are rounded down to whole MiB.
             "memory": format_memory(parse_quantity(tenant["memory"]) if tenant.get("memory") is not None
                                     else int(capacity.get("memory", 0) * fraction) // MIB * MIB),

@@ -10,15 +10,16 @@ TEAM = {"name": "team-a", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "
 
 
 def snapshot(core, kueue):
-    """Names and resourceVersions of every object the tenants role manages."""
+    """Names and resourceVersions (quotas: spec) of every object the tenants role manages."""
     state = {"ns": sorted((n.metadata.name, n.metadata.resource_version) for n in core.list_namespace().items)}
-    for plural in ("clusterqueues", "resourceflavors", "cohorts"):
+    for plural in ("clusterqueues", "resourceflavors", "cohorts", "workloadpriorityclasses"):
         items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)["items"]
         state[plural] = sorted((o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in items)
     items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "localqueues")["items"]
     state["localqueues"] = sorted((o["metadata"]["namespace"], o["metadata"]["name"], o["metadata"]["resourceVersion"])
                                   for o in items)
-    state["quotas"] = sorted((q.metadata.namespace, q.metadata.name, q.metadata.resource_version)
+    # A quota's status (usage) moves with the pods; its spec is what a playbook could change.
+    state["quotas"] = sorted((q.metadata.namespace, q.metadata.name, sorted(q.spec.hard.items()))
                              for q in core.list_resource_quota_for_all_namespaces().items)
     return state
 
@@ -29,10 +30,22 @@ def snapshot(core, kueue):
     ([dict(TEAM, gpus=12), dict(TEAM, name="team-b")], "the guarantees (gpus) of team-a, team-b add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
     ([dict(TEAM, gpu_resource="nvidia.com/gpus")], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
     ([dict(TEAM, weight=0)], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
+    ([TEAM, dict(TEAM, name="team-b", namespaces=["team-a"])],
+     "tenants_list[1] (team-b).namespaces: 'team-a' already belongs to tenant 'team-a'"),
+    ([dict(TEAM, resource_quota={"nvidia.com/gpu": 4}), dict(TEAM, name="team-b")],
+     "tenants_list[0] (team-a).resource_quota['nvidia.com/gpu']: Kubernetes never enforces an extended resource "
+     "under this key (it accepts it silently); write requests.nvidia.com/gpu"),
+    ([dict(TEAM, priority_classes=["fairgpu-urgent"]), dict(TEAM, name="team-b")],
+     "tenants_list[0] (team-a).priority_classes: fairgpu-urgent: not a WorkloadPriorityClass of the platform"),
+    ([dict(TEAM, cpu="500m"), dict(TEAM, name="team-b")],
+     "tenants_list[0] (team-a).cpu: the guarantee 500m is below one container's default request 1"),
+    ({"tenants_preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"}}},
+     "tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it"),
 ])
 def test_bad_tenants_change_nothing(core, kueue, tenants, message):
     before = snapshot(core, kueue)
-    run = playbook("site.yml", "-e", json.dumps({"tenants_list": tenants}))
+    extra = tenants if isinstance(tenants, dict) else {"tenants_list": tenants}
+    run = playbook("site.yml", "-e", json.dumps(extra))
     assert run.rc != 0
     assert message in run.messages()
     assert snapshot(core, kueue) == before

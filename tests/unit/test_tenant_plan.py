@@ -37,7 +37,7 @@ def test_default_inventory_builds_the_task_objects():
     assert plan["errors"] == []
     objects = plan["objects"]
     kinds = [o["kind"] for o in objects]
-    assert kinds[:2] == ["Cohort", "ResourceFlavor"]
+    assert kinds[:6] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2 + ["Cohort", "ResourceFlavor"]
     assert all(o["apiVersion"] == "kueue.x-k8s.io/v1beta2" for o in objects if "kueue" in o["apiVersion"])
     flavor = by_kind(objects, "ResourceFlavor")[0]
     assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -61,11 +61,11 @@ def test_default_inventory_builds_the_task_objects():
 
 
 def test_quantities_are_canonical_so_a_second_apply_is_a_no_op():
-    tenants = [dict(TEAMS[0], cpu="1500m", memory="2048Mi"), dict(TEAMS[1], gpus=0, lending_limit=None)]
+    tenants = [dict(TEAMS[0], cpu="1500m", memory="4096Mi"), dict(TEAMS[1], gpus=0, lending_limit=None)]
     plan = tenant_plan(tenants, NODES)
     quotas = [o["spec"]["resourceGroups"][0]["flavors"][0]["resources"] for o in by_kind(plan["objects"], "ClusterQueue")]
     assert [q[0]["nominalQuota"] for q in quotas] == ["1500m", "0"]
-    assert [q[1]["nominalQuota"] for q in quotas] == ["2Gi", "0"]
+    assert [q[1]["nominalQuota"] for q in quotas] == ["4Gi", "0"]
 
 
 def test_tenant_role_cannot_unsuspend_or_touch_quota():
@@ -138,7 +138,7 @@ field_values = st.fixed_dictionaries({}, optional={
     "name": st.one_of(st.text(max_size=12), st.sampled_from(["team-a", "team-b"]), anything),
     "namespaces": anything, "gpus": anything, "borrowing_limit": anything, "lending_limit": anything,
     "weight": anything, "max_gpus": anything, "gpu_resource": anything, "groups": anything,
-    "cpu": anything, "memory": anything,
+    "cpu": anything, "memory": anything, "priority_classes": anything, "resource_quota": anything,
 })
 
 
@@ -147,7 +147,7 @@ field_values = st.fixed_dictionaries({}, optional={
 def test_no_input_crashes_validation(tenants):
     errors = tenant_errors(tenants, capacity={"nvidia.com/gpu": 16})
     assert isinstance(errors, list) and all(isinstance(e, str) for e in errors)
-    plan = tenant_plan(tenants, NODES)
+    plan = tenant_plan(tenants, NODES, priority_classes=CLASSES)
     assert bool(plan["errors"]) != bool(plan["objects"]) or tenants == []
 
 
@@ -170,3 +170,85 @@ def test_checks_before_any_cluster_from_the_node_pools():
     assert capacity == {"nvidia.com/gpu": 16, "cpu": 192000, "memory": 2 * 2 ** 40}
     assert tenant_errors(TEAMS, capacity=capacity) == []
     assert "offer 16" in tenant_errors([dict(TEAMS[0], gpus=9), TEAMS[1]], capacity=capacity)[0]
+
+
+CLASSES = [{"name": "fairgpu-low", "value": 100}, {"name": "fairgpu-normal", "value": 1000},
+           {"name": "fairgpu-high", "value": 10000, "description": "platform only"}]
+
+
+def test_priority_classes_are_objects_and_a_namespace_annotation():
+    tenants = [dict(TEAMS[0], priority_classes=["fairgpu-low", "fairgpu-normal"]), TEAMS[1]]
+    plan = tenant_plan(tenants, NODES, priority_classes=CLASSES)
+    assert plan["errors"] == []
+    assert [(o["metadata"]["name"], o["value"]) for o in by_kind(plan["objects"], "WorkloadPriorityClass")] == [
+        ("fairgpu-low", 100), ("fairgpu-normal", 1000), ("fairgpu-high", 10000)]
+    annotations = {n["metadata"]["name"]: n["metadata"]["annotations"] for n in by_kind(plan["objects"], "Namespace")}
+    assert annotations == {"team-a": {"fairgpu.io/workload-priority-classes": "fairgpu-low,fairgpu-normal"},
+                           "team-b": {"fairgpu.io/workload-priority-classes": "fairgpu-low,fairgpu-normal,fairgpu-high"}}
+
+
+@pytest.mark.parametrize("classes, tenant, message", [
+    (CLASSES, {"priority_classes": ["fairgpu-urgent"]},
+     "tenants_list[0] (team-a).priority_classes: fairgpu-urgent: not a WorkloadPriorityClass of the platform; use some "
+     "of fairgpu-low, fairgpu-normal, fairgpu-high (tenants_workload_priority_classes)"),
+    (CLASSES, {"priority_classes": "fairgpu-low"}, "tenants_list[0] (team-a).priority_classes: give a list"),
+    (CLASSES + [{"name": "fairgpu-low", "value": 1}], {}, "tenants_workload_priority_classes[3].name: 'fairgpu-low' is defined twice"),
+    ([{"name": "top", "value": 2 ** 31}], {}, "tenants_workload_priority_classes[0].value: the priority must be a 32-bit integer"),
+    ({"name": "top"}, {}, "tenants_workload_priority_classes: give a list"),
+])
+def test_bad_priority_classes(classes, tenant, message):
+    plan = tenant_plan([dict(TEAMS[0], **tenant), TEAMS[1]], NODES, priority_classes=classes)
+    assert plan["objects"] == [] and any(message in e for e in plan["errors"]), plan["errors"]
+
+
+def test_resource_quota_entries_join_the_gpu_maximum():
+    plan = tenant_plan([dict(TEAMS[0], resource_quota={"requests.cpu": "64", "count/jobs.batch": 50}), TEAMS[1]], NODES)
+    hard = [q["spec"]["hard"] for q in by_kind(plan["objects"], "ResourceQuota")]
+    assert hard == [{"count/jobs.batch": "50", "requests.cpu": "64", "requests.nvidia.com/gpu": "16"},
+                    {"requests.nvidia.com/gpu": "16"}]
+
+
+@pytest.mark.parametrize("hard, message", [
+    ({"nvidia.com/gpu": 4}, "resource_quota['nvidia.com/gpu']: Kubernetes never enforces an extended resource under "
+                            "this key (it accepts it silently); write requests.nvidia.com/gpu"),
+    ({"limits.nvidia.com/mig-2g.20gb": 4}, "write requests.nvidia.com/mig-2g.20gb"),
+    ({"requests.nvidia.com/gpu": 4}, "the tenant's own accelerator is limited by max_gpus; set max_gpus instead"),
+    ({"requests.cpu": "lots"}, "resource_quota['requests.cpu']: 'lots' is not a Kubernetes quantity >= 0"),
+    (["requests.cpu"], "resource_quota: give a mapping"),
+])
+def test_bad_resource_quota_entries(hard, message):
+    errors = tenant_errors([dict(TEAMS[0], resource_quota=hard)])
+    assert any(message in e for e in errors), errors
+
+
+def test_gpu_guarantee_needs_room_for_one_default_pod():
+    small = [dict(TEAMS[0], cpu="500m"), TEAMS[1]]
+    errors = tenant_plan(small, NODES, limit_range={"cpu": "1", "memory": "4Gi"})["errors"]
+    assert errors == ["tenants_list[0] (team-a).cpu: the guarantee 500m is below one container's default request 1 "
+                      "(tenants_default_container_resources.cpu), so not even one pod fits in it; raise cpu or lower "
+                      "the default"]
+    assert tenant_plan(small, NODES, limit_range={"cpu": "250m", "memory": "4Gi"})["errors"] == []
+    # A tenant with no GPUs guaranteed only borrows: no guarantee to fit in.
+    assert tenant_plan([dict(TEAMS[0], gpus=0, cpu="0", lending_limit=None), TEAMS[1]], NODES)["errors"] == []
+
+
+@pytest.mark.parametrize("selector, reads_as", [(None, "no namespace"), ({}, "every namespace")])
+def test_cluster_queue_selecting_no_or_every_namespace_is_refused(selector, reads_as):
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import object_errors
+
+    objects = tenant_plan(TEAMS, NODES)["objects"]
+    assert object_errors(objects) == []
+    by_kind(objects, "ClusterQueue")[0]["spec"]["namespaceSelector"] = selector
+    assert object_errors(objects) == ["ClusterQueue team-a: namespaceSelector %s would admit workloads from %s; it must "
+                                      "select the tenant's namespaces by label" % ("null" if selector is None else "{}", reads_as)]
+
+
+def test_admission_policies_cover_tenant_namespaces():
+    objects = tenant_plan(TEAMS, NODES)["objects"]
+    policies = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ValidatingAdmissionPolicy")}
+    bindings = by_kind(objects, "ValidatingAdmissionPolicyBinding")
+    assert sorted(policies) == ["fairgpu-tenant-gpu-pods", "fairgpu-tenant-jobs"]
+    assert all(p["failurePolicy"] == "Fail" for p in policies.values())
+    assert [b["spec"]["policyName"] for b in bindings] == ["fairgpu-tenant-gpu-pods", "fairgpu-tenant-jobs"]
+    assert all(b["spec"]["validationActions"] == ["Deny"] and b["spec"]["matchResources"]["namespaceSelector"] ==
+               {"matchExpressions": [{"key": "fairgpu.io/tenant", "operator": "Exists"}]} for b in bindings)
