@@ -1,0 +1,150 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""A tenant that tries to cheat: the objects its attempts send, and how a refusal is read and judged.
+
+Pure logic, no cluster access; the ``tenant_isolation_probe`` module sends the objects as the tenant
+(impersonation) and passes the API server's answers here. A check is the report's
+``{"check", "expected", "observed", "passed"}`` (``validation.py``), so the attempts become one more scenario of
+the validation report.
+
+Who refuses what, as the embedded cluster shows (and the integration tests assert):
+
+- RBAC (the tenant's Role, ``kueue_objects.tenant_role``): HTTP 403, ``User "<u>" cannot <verb> resource ...``.
+- fairgpu's ValidatingAdmissionPolicies (``kueue_objects.admission_policies``): HTTP 403,
+  ``ValidatingAdmissionPolicy '<name>' with binding '<name>' denied request: <message>``.
+- The namespace ResourceQuota: HTTP 403, ``exceeded quota: <name>, requested: ..., used: ..., limited: ...``.
+- Kueue: the Job is created but its Workload never gets quota: condition ``QuotaReserved`` False with Kueue's
+  reason (``Inadmissible``, ``Pending``) and message.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+PROBE_PREFIX = "fairgpu-probe-"
+PROBE_LABEL = "fairgpu.io/probe"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+_POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
+_QUOTA = re.compile(r"exceeded quota: ([^,]+)")
+
+
+def refusal(status, message):
+    """Who refused a request, from the API server's HTTP ``status`` and the ``message`` of its Status body.
+
+    Returns ``{"status": int, "by": str, "message": str}`` where ``by`` is ``RBAC``,
+    ``ValidatingAdmissionPolicy <name>``, ``ResourceQuota <name>``, ``LimitRange`` or ``API server``.
+    """
+    message = message or ""
+    policy, quota = _POLICY.search(message), _QUOTA.search(message)
+    if status == 403 and " cannot " in message and "resource" in message:
+        by = "RBAC"
+    elif policy:
+        by = "ValidatingAdmissionPolicy " + policy.group(1)
+    elif quota:
+        by = "ResourceQuota " + quota.group(1)
+    elif "usage per Container" in message:
+        by = "LimitRange"
+    else:
+        by = "API server"
+    return {"status": status, "by": by, "message": message}
+
+
+def check(attempt, expected, observed, passed):
+    """One row of the report."""
+    return {"check": attempt, "expected": expected, "observed": observed, "passed": bool(passed)}
+
+
+def refused_check(attempt, outcomes, by):
+    """Judge requests that must all be refused by ``by`` (``RBAC`` or a policy name prefix).
+
+    ``outcomes`` maps a request (``"create ResourceQuota"``) to a ``refusal`` dict, or to None when the API server
+    accepted it. Passed when every request was refused with 403 by ``by``; observed names what got through.
+    """
+    accepted = sorted(request for request, answer in outcomes.items() if answer is None)
+    other = sorted("%s (%s %s)" % (request, answer["status"], answer["by"]) for request, answer in outcomes.items()
+                   if answer is not None and not (answer["status"] == 403 and answer["by"].startswith(by)))
+    if accepted or other:
+        observed = "; ".join(filter(None, ["accepted: " + ", ".join(accepted) if accepted else "",
+                                           "refused otherwise: " + ", ".join(other) if other else ""]))
+    else:
+        first = next(iter(sorted(outcomes.items())))[1]
+        observed = "%d of %d refused by %s, e.g. %s" % (len(outcomes), len(outcomes), by, first["message"])
+    return check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
+
+
+def quota_reserved(workload):
+    """The ``QuotaReserved`` condition of a Workload dict, or None while Kueue has not judged it."""
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "QuotaReserved":
+            return condition
+    return None
+
+
+def was_evicted(workload):
+    """True when Kueue evicted or preempted the Workload at least once."""
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True" for c in conditions)
+
+
+def highest_class(allowed, platform_classes):
+    """The allowed WorkloadPriorityClass of highest value (None when the tenant may use none)."""
+    values = {c["name"]: c["value"] for c in platform_classes}
+    usable = [name for name in allowed if name in values]
+    return max(usable, key=lambda name: values[name]) if usable else None
+
+
+def forbidden_class(allowed, platform_classes):
+    """A WorkloadPriorityClass the tenant may not use: the platform's highest one it lacks, else a made-up one."""
+    others = sorted((c for c in platform_classes if c["name"] not in allowed), key=lambda c: -c["value"])
+    return others[0]["name"] if others else PROBE_PREFIX + "not-a-class"
+
+
+def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image="registry.k8s.io/pause:3.10",
+              priority_class=None, pod_priority_class=None):
+    """A Job of ``pods`` pods of ``gpus`` devices of ``resource`` each, labelled as a probe.
+
+    ``seconds``: simulated run time (kwok's pod-complete annotations; None on a real cluster, where the pause
+    image runs until the probe deletes the Job).
+    """
+    labels = {PROBE_LABEL: "isolation"}
+    if queue:
+        labels[QUEUE_LABEL] = queue
+    if priority_class:
+        labels[PRIORITY_CLASS_LABEL] = priority_class
+    template = {"metadata": {"labels": {PROBE_LABEL: "isolation"}},
+                "spec": {"restartPolicy": "Never", "containers": [_container("probe", image, resource, gpus)]}}
+    if seconds:
+        template["metadata"]["annotations"] = {"pod-complete.stage.kwok.x-k8s.io/delay": "%ds" % seconds,
+                                               "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "%ds" % seconds}
+    if pod_priority_class:
+        template["spec"]["priorityClassName"] = pod_priority_class
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": PROBE_PREFIX + name, "namespace": namespace, "labels": labels},
+            "spec": {"parallelism": pods, "completions": pods, "backoffLimit": 0, "template": template}}
+
+
+def bare_pod(name, namespace, resource, per_container=1, containers=1, owner_uid=None,
+             image="registry.k8s.io/pause:3.10"):
+    """A Pod outside any Job; with ``owner_uid`` it claims a Job as its controller (a forged owner reference)."""
+    metadata = {"name": PROBE_PREFIX + name, "namespace": namespace, "labels": {PROBE_LABEL: "isolation"}}
+    if owner_uid:
+        metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": PROBE_PREFIX + "forged",
+                                        "uid": owner_uid, "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"restartPolicy": "Never",
+                     "containers": [_container("probe-%d" % i, image, resource, per_container) for i in range(containers)]}}
+
+
+def _container(name, image, resource, gpus):
+    amount = {"cpu": "100m", "memory": "128Mi", resource: str(gpus)}
+    return {"name": name, "image": image, "resources": {"requests": dict(amount), "limits": dict(amount)}}
+
+
+def over_quota_split(max_devices):
+    """Two containers of ``max_devices // 2 + 1`` devices each: each fits the LimitRange maximum per container
+    (``max_devices``, for ``max_devices >= 1``) while the pod exceeds the ResourceQuota's ``max_devices``."""
+    return max_devices // 2 + 1

@@ -1,0 +1,469 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: tenant_isolation_probe
+short_description: Act as a tenant that tries to cheat and report who refused each attempt
+version_added: 0.1.0
+description:
+  - Sends, as O(tenant) (impersonating a user of its RBAC groups), the requests a tenant would use to take GPUs
+    outside its share or to touch another tenant, and reports what the API server, RBAC, fairgpu's
+    ValidatingAdmissionPolicies, the ResourceQuota and Kueue decided for each.
+  - "The attempts: a bare GPU Pod (as the tenant, and as a user allowed to create pods); a Job naming
+    O(other)'s LocalQueue; writes to ClusterQueues, Cohorts, ResourceFlavors, WorkloadPriorityClasses,
+    admission policies, ResourceQuotas, LimitRanges and RBAC objects and a LocalQueue pointing at O(other)'s
+    ClusterQueue; reading or creating Jobs, Pods, Workloads and Secrets in O(other)'s namespace; lifting
+    Kueue's suspension of its own Job and editing its Workload's status; more devices than its hard maximum
+    in one pod, in many pods, and in a pod past Kueue; a WorkloadPriorityClass it is not allowed and a pod
+    priority; and its highest allowed priority while O(other) holds its guarantee."
+  - Writes that must be refused are sent as server-side dry runs, so nothing changes even if one got through.
+    The probe's Jobs (prefix C(fairgpu-probe-), label C(fairgpu.io/probe)) are real and deleted at the end.
+  - Needs an identity allowed to impersonate users and groups (cluster admin); the kubeconfig's identity also
+    stands for "a user allowed to create pods".
+  - Does not run in check mode (it creates and deletes Jobs).
+author:
+  - fairgpu maintainers
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+options:
+  tenant:
+    description: The cheating tenant, normalised as the tenants role plans it (C(tenants_plan.tenants[]).
+    type: dict
+    required: true
+  other:
+    description: Another tenant (normalised), whose namespace, LocalQueue and guarantee the probe goes after.
+    type: dict
+    required: true
+  priority_classes:
+    description: The platform's WorkloadPriorityClasses, C([{name, value, description}]).
+    type: list
+    elements: dict
+    default: []
+  local_queue_suffix:
+    description: A tenant's LocalQueue is C(<tenant><suffix>).
+    type: str
+    default: "-queue"
+  simulated:
+    description: Set kwok's pod run-time annotations on the probe's Jobs (embedded cluster).
+    type: bool
+    default: false
+  image:
+    description: Image of the probe's pods (they only hold their devices).
+    type: str
+    default: registry.k8s.io/pause:3.10
+  timeout:
+    description: Seconds to wait for one Kueue decision (a Workload judged, a guarantee admitted).
+    type: int
+    default: 60
+  hold_seconds:
+    description: Seconds to watch, after the priority attempt is judged, that the other tenant keeps its guarantee.
+    type: int
+    default: 5
+"""
+
+EXAMPLES = r"""
+- name: Try to cheat as team-a against team-b
+  fairgpu.tenancy.tenant_isolation_probe:
+    tenant: "{{ tenants_plan.tenants[0] }}"
+    other: "{{ tenants_plan.tenants[1] }}"
+    priority_classes: "{{ tenants_workload_priority_classes }}"
+    simulated: true
+  register: cheating
+"""
+
+RETURN = r"""
+scenario:
+  description: The attempts as a scenario of the validation report.
+  returned: always
+  type: dict
+  contains:
+    name: {description: C(isolation)., type: str}
+    title: {description: Heading of the report section., type: str}
+    checks:
+      description: One per attempt, C({check, expected, observed, passed}).
+      type: list
+      elements: dict
+    metrics:
+      description: C(user) (the impersonated user) and C(groups).
+      type: dict
+    timeline:
+      description: Empty (the attempts have no timeline).
+      type: list
+passed:
+  description: Whether every attempt was refused as expected.
+  returned: always
+  type: bool
+"""
+
+import copy
+import json
+import time
+import uuid
+
+from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import isolation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import KUEUE_API
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
+except ImportError:
+    pass  # AnsibleK8SModule reports the missing kubernetes library
+
+DRY_RUN = "All"
+MERGE = "application/merge-patch+json"
+
+
+def argspec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        tenant=dict(type="dict", required=True),
+        other=dict(type="dict", required=True),
+        priority_classes=dict(type="list", elements="dict", default=[]),
+        local_queue_suffix=dict(type="str", default="-queue"),
+        simulated=dict(type="bool", default=False),
+        image=dict(type="str", default="registry.k8s.io/pause:3.10"),
+        timeout=dict(type="int", default=60),
+        hold_seconds=dict(type="int", default=5),
+    )
+    return spec
+
+
+class Probe(object):
+    """The attempts of one tenant; ``as_tenant`` sends as the tenant, ``admin`` as the module's identity."""
+
+    def __init__(self, module, admin, as_tenant, as_other):
+        self.module, self.admin, self.as_tenant, self.as_other = module, admin, as_tenant, as_other
+        params = module.params
+        self.tenant, self.other = params["tenant"], params["other"]
+        self.ns, self.other_ns = self.tenant["namespaces"][0], self.other["namespaces"][0]
+        self.resource = self.tenant["gpu_resource"]
+        self.seconds = 600 if params["simulated"] else None
+        self.image = params["image"]
+
+    # -- sending ---------------------------------------------------------------------------------------------
+    def send(self, client, verb, api_version, kind, body=None, name=None, namespace=None, dry_run=True):
+        """One request; returns None when accepted, else ``isolation.refusal``."""
+        resource = client.resource(kind, api_version)
+        options = {"dry_run": DRY_RUN} if dry_run and verb != "list" else {}
+        try:
+            if verb == "create":
+                client.create(resource, body, namespace=namespace, **options)
+            elif verb == "patch":
+                client.patch(resource, body, name=name, namespace=namespace, content_type=MERGE, **options)
+            elif verb == "delete":
+                client.delete(resource, name=name, namespace=namespace, **options)
+            elif verb == "get":
+                client.get(resource, name=name, namespace=namespace)
+            else:
+                client.get(resource, namespace=namespace)
+        except DynamicApiError as exc:
+            return isolation.refusal(exc.status, _message(exc))
+        return None
+
+    def job(self, client, job):
+        """Create a probe Job for real; fails the module when it is refused."""
+        answer = self.send(client, "create", "batch/v1", "Job", job, namespace=job["metadata"]["namespace"],
+                           dry_run=False)
+        if answer is not None:
+            self.module.fail_json(msg="the probe could not create Job %s/%s: %s" % (
+                job["metadata"]["namespace"], job["metadata"]["name"], answer["message"]))
+
+    def workload_of(self, namespace, job_name, judged=True):
+        """Wait for the Workload of a Job (and, with ``judged``, for Kueue's QuotaReserved condition)."""
+        resource = self.admin.resource("Workload", KUEUE_API)
+        deadline = time.monotonic() + self.module.params["timeout"]
+        while True:
+            items = self.admin.get(resource, namespace=namespace).to_dict()["items"]
+            mine = [w for w in items if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences", []))]
+            if mine and (not judged or isolation.quota_reserved(mine[0])):
+                return mine[0]
+            if time.monotonic() > deadline:
+                self.module.fail_json(msg="Kueue judged no Workload of Job %s/%s within %d s"
+                                      % (namespace, job_name, self.module.params["timeout"]))
+            time.sleep(0.5)
+
+    def pods_of(self, namespace, job_name):
+        resource = self.admin.resource("Pod", "v1")
+        pods = self.admin.get(resource, namespace=namespace, label_selector="job-name=" + job_name).to_dict()["items"]
+        return [p["metadata"]["name"] for p in pods]
+
+    def pending_check(self, attempt, expected, job, want_reason=None):
+        """Create ``job`` as the tenant; judge it by Kueue's QuotaReserved condition and the absence of pods."""
+        self.job(self.as_tenant, job)
+        name = job["metadata"]["name"]
+        condition = isolation.quota_reserved(self.workload_of(self.ns, name))
+        pods = self.pods_of(self.ns, name)
+        observed = "QuotaReserved=%s (%s): %s; pods: %s" % (condition["status"], condition.get("reason"),
+                                                           condition.get("message"), len(pods))
+        passed = condition["status"] == "False" and not pods and (want_reason is None or
+                                                                 condition.get("reason") == want_reason)
+        return isolation.check(attempt, expected, observed, passed)
+
+    # -- the attempts ----------------------------------------------------------------------------------------
+    def bare_pods(self):
+        pod = isolation.bare_pod("bare", self.ns, self.resource, image=self.image)
+        as_tenant = {"create Pod": self.send(self.as_tenant, "create", "v1", "Pod", pod, namespace=self.ns)}
+        as_admin = {"create Pod": self.send(self.admin, "create", "v1", "Pod", pod, namespace=self.ns)}
+        return [
+            isolation.refused_check("1. bare GPU Pod (no Job, no queue) as the tenant", as_tenant, "RBAC"),
+            isolation.refused_check("1. bare GPU Pod by a user allowed to create pods", as_admin,
+                                    "ValidatingAdmissionPolicy fairgpu-tenant-gpu-pods"),
+        ]
+
+    def other_queue(self):
+        queue = self.other["name"] + self.module.params["local_queue_suffix"]
+        job = isolation.probe_job("other-queue", self.ns, self.resource, queue=queue, seconds=self.seconds,
+                                  image=self.image)
+        return [self.pending_check("2. Job labelled with %s's LocalQueue %s" % (self.other["name"], queue),
+                                   "never admitted: Kueue finds no LocalQueue %s in %s" % (queue, self.ns),
+                                   job, want_reason="Inadmissible")]
+
+    def platform_objects(self):
+        checks = []
+        kueue_kinds = [("ClusterQueue", self.tenant["name"]), ("Cohort", None), ("ResourceFlavor", None),
+                       ("WorkloadPriorityClass", None)]
+        cluster_scoped = [(KUEUE_API, kind, name) for kind, name in kueue_kinds] + [
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "fairgpu-tenant-jobs"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None)]
+        for api_version, kind, name in cluster_scoped:
+            name = name or self._first_name(api_version, kind)
+            checks.append(isolation.refused_check("3. write %s objects" % kind, self._writes(api_version, kind, name),
+                                                  "RBAC"))
+        for api_version, kind, name in (("v1", "ResourceQuota", "fairgpu-gpu-quota"),
+                                        ("v1", "LimitRange", "fairgpu-defaults"),
+                                        ("rbac.authorization.k8s.io/v1", "Role", "fairgpu-tenant"),
+                                        ("rbac.authorization.k8s.io/v1", "RoleBinding", "fairgpu-tenant")):
+            checks.append(isolation.refused_check("3. write its own namespace's %s" % kind,
+                                                  self._writes(api_version, kind, name, self.ns), "RBAC"))
+        local_queue = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                       "metadata": {"name": isolation.PROBE_PREFIX + "lq", "namespace": self.ns},
+                       "spec": {"clusterQueue": self.other["name"]}}
+        checks.append(isolation.refused_check(
+            "3. LocalQueue in its namespace pointing at %s's ClusterQueue" % self.other["name"],
+            {"create LocalQueue": self.send(self.as_tenant, "create", KUEUE_API, "LocalQueue", local_queue,
+                                            namespace=self.ns)}, "RBAC"))
+        return checks
+
+    def _first_name(self, api_version, kind):
+        items = self.admin.get(self.admin.resource(kind, api_version)).to_dict()["items"]
+        return items[0]["metadata"]["name"] if items else isolation.PROBE_PREFIX + "none"
+
+    def _writes(self, api_version, kind, name, namespace=None):
+        body = {"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": isolation.PROBE_PREFIX + "new", "labels": {isolation.PROBE_LABEL: "isolation"}}}
+        if namespace:
+            body["metadata"]["namespace"] = namespace
+        patch = {"metadata": {"labels": {isolation.PROBE_LABEL: "isolation"}}}
+        return {
+            "create " + kind: self.send(self.as_tenant, "create", api_version, kind, body, namespace=namespace),
+            "patch " + kind: self.send(self.as_tenant, "patch", api_version, kind, patch, name=name, namespace=namespace),
+            "delete " + kind: self.send(self.as_tenant, "delete", api_version, kind, name=name, namespace=namespace),
+        }
+
+    def other_namespace(self):
+        checks = []
+        job = isolation.probe_job("trespass", self.other_ns, self.resource, image=self.image)
+        pod = isolation.bare_pod("trespass", self.other_ns, self.resource, image=self.image)
+        for api_version, kind, body in (("batch/v1", "Job", job), ("v1", "Pod", pod),
+                                        (KUEUE_API, "Workload", None), ("v1", "Secret", None)):
+            outcomes = {"list %s" % kind: self.send(self.as_tenant, "list", api_version, kind, namespace=self.other_ns)}
+            if body is not None:
+                outcomes["create %s" % kind] = self.send(self.as_tenant, "create", api_version, kind, body,
+                                                         namespace=self.other_ns)
+            checks.append(isolation.refused_check("4. %ss in %s's namespace %s" % (kind, self.other["name"],
+                                                                                   self.other_ns), outcomes, "RBAC"))
+        checks.append(isolation.refused_check("4. Secrets in its own namespace", {
+            "list Secret": self.send(self.as_tenant, "list", "v1", "Secret", namespace=self.ns)}, "RBAC"))
+        return checks
+
+    def over_maximum(self):
+        """Attempts 5 and 6: more devices than the hard maximum, and lifting the suspension of that Job."""
+        most = self.tenant["max_gpus"]
+        queue = self._queue(self.tenant)
+        one = isolation.probe_job("one-big-pod", self.ns, self.resource, gpus=most + 1, queue=queue,
+                                  seconds=self.seconds, image=self.image)
+        many = isolation.probe_job("many-pods", self.ns, self.resource, pods=most + 1, queue=queue,
+                                   seconds=self.seconds, image=self.image)
+        checks = [
+            self.pending_check("6. one pod asking for %d %s (hard maximum %d)" % (most + 1, self.resource, most),
+                               "never admitted: Kueue holds the Workload (LimitRange maximum)", one),
+            self.pending_check("6. %d pods of 1 %s (hard maximum %d)" % (most + 1, self.resource, most),
+                               "never admitted: Kueue holds the Workload (insufficient quota)", many),
+        ]
+        split = isolation.over_quota_split(most)
+        forged = isolation.bare_pod("past-kueue", self.ns, self.resource, per_container=split, containers=2,
+                                    owner_uid=str(uuid.uuid4()), image=self.image)
+        checks.append(isolation.refused_check(
+            "6. a pod past Kueue (forged Job owner) asking for %d %s" % (2 * split, self.resource),
+            {"create Pod": self.send(self.admin, "create", "v1", "Pod", forged, namespace=self.ns)},
+            "ResourceQuota fairgpu-gpu-quota"))
+
+        name = one["metadata"]["name"]
+        workload = self.workload_of(self.ns, name, judged=False)["metadata"]["name"]
+        outcomes = {
+            "patch Job spec.suspend=false": self.send(self.as_tenant, "patch", "batch/v1", "Job",
+                                                      {"spec": {"suspend": False}}, name=name, namespace=self.ns),
+            "patch Workload": self.send(self.as_tenant, "patch", KUEUE_API, "Workload",
+                                        {"metadata": {"labels": {isolation.PROBE_LABEL: "x"}}}, name=workload,
+                                        namespace=self.ns),
+        }
+        status = self.as_tenant.resource("Workload", KUEUE_API).subresources["status"]
+        try:
+            self.as_tenant.patch(status, {"status": {"admission": {"clusterQueue": self.tenant["name"]}}},
+                                 name=workload, namespace=self.ns, content_type=MERGE, dry_run=DRY_RUN)
+            outcomes["patch Workload status.admission"] = None
+        except DynamicApiError as exc:
+            outcomes["patch Workload status.admission"] = isolation.refusal(exc.status, _message(exc))
+        result = isolation.refused_check("5. lift Kueue's suspension of its own Job, edit its Workload", outcomes,
+                                         "RBAC")
+        suspended = self.admin.get(self.admin.resource("Job", "batch/v1"), name=name,
+                                   namespace=self.ns).to_dict()["spec"].get("suspend")
+        pods = self.pods_of(self.ns, name)
+        result["observed"] += "; afterwards Job suspended=%s, pods: %d" % (suspended, len(pods))
+        result["passed"] = result["passed"] and suspended is True and not pods
+        checks.append(result)
+        return checks
+
+    def priorities(self):
+        params = self.module.params
+        allowed = self.tenant.get("priority_classes") or []
+        denied = isolation.forbidden_class(allowed, params["priority_classes"])
+        job = isolation.probe_job("denied-class", self.ns, self.resource, queue=self._queue(self.tenant),
+                                  priority_class=denied, image=self.image)
+        pod_priority = isolation.probe_job("pod-priority", self.ns, self.resource, queue=self._queue(self.tenant),
+                                           pod_priority_class="system-cluster-critical", image=self.image)
+        checks = [
+            isolation.refused_check("7. WorkloadPriorityClass %s (allowed: %s)" % (denied, ", ".join(allowed) or "none"),
+                                    {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", job,
+                                                             namespace=self.ns)},
+                                    "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+            isolation.refused_check("7. pod priorityClassName system-cluster-critical in a Job",
+                                    {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", pod_priority,
+                                                             namespace=self.ns)},
+                                    "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+        ]
+        checks.append(self.jump_the_queue(isolation.highest_class(allowed, params["priority_classes"])))
+        return checks
+
+    def jump_the_queue(self, priority_class):
+        """The other tenant takes its guarantee; the tenant then asks, at its highest allowed priority, for one
+        device more than the rest of the cluster. The other tenant must keep every device of its guarantee."""
+        other, params = self.other, self.module.params
+        held = []
+        for index in range(other["gpus"]):
+            job = isolation.probe_job("guarantee-%d" % index, self.other_ns, other["gpu_resource"],
+                                      queue=self._queue(other), seconds=self.seconds, image=self.image)
+            self.job(self.as_other, job)
+            held.append(job["metadata"]["name"])
+        deadline = time.monotonic() + params["timeout"]
+        while not all(self._admitted(self.other_ns, name) for name in held):
+            if time.monotonic() > deadline:
+                self.module.fail_json(msg="%s did not get its guarantee of %d within %d s; the priority attempt "
+                                      "needs an idle cluster" % (other["name"], other["gpus"], params["timeout"]))
+            time.sleep(0.5)
+        capacity = self._capacity(other["gpu_resource"])
+        ask = capacity - other["gpus"] + 1
+        job = isolation.probe_job("jump", self.ns, self.resource, pods=ask, queue=self._queue(self.tenant),
+                                  priority_class=priority_class, seconds=self.seconds, image=self.image)
+        self.job(self.as_tenant, job)
+        condition = isolation.quota_reserved(self.workload_of(self.ns, job["metadata"]["name"]))
+        time.sleep(params["hold_seconds"])
+        condition = isolation.quota_reserved(self.workload_of(self.ns, job["metadata"]["name"])) or condition
+        kept = [name for name in held if self._admitted(self.other_ns, name)]
+        evicted = [w["metadata"]["name"] for w in self._workloads(self.other_ns) if isolation.was_evicted(w)]
+        observed = ("%s: QuotaReserved=%s (%s); %s kept %d of %d guaranteed Jobs admitted, evicted: %s"
+                    % (job["metadata"]["name"], condition["status"], condition.get("reason"), other["name"], len(kept),
+                       len(held), ", ".join(evicted) or "none"))
+        return isolation.check(
+            "7. priority %s for %d %s while %s holds its guarantee of %d" % (priority_class or "(none)", ask,
+                                                                           self.resource, other["name"], other["gpus"]),
+            "the tenant waits; %s keeps its guarantee, nothing evicted" % other["name"], observed,
+            condition["status"] == "False" and len(kept) == len(held) and not evicted)
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def _queue(self, tenant):
+        return tenant["name"] + self.module.params["local_queue_suffix"]
+
+    def _workloads(self, namespace):
+        return self.admin.get(self.admin.resource("Workload", KUEUE_API), namespace=namespace).to_dict()["items"]
+
+    def _admitted(self, namespace, job_name):
+        for workload in self._workloads(namespace):
+            if any(o.get("name") == job_name for o in workload["metadata"].get("ownerReferences", [])):
+                condition = isolation.quota_reserved(workload)
+                return bool(condition and condition["status"] == "True")
+        return False
+
+    def _capacity(self, resource):
+        nodes = self.admin.get(self.admin.resource("Node", "v1"), label_selector="nvidia.com/gpu.present=true")
+        return sum(int((n["status"].get("allocatable") or {}).get(resource, 0)) for n in nodes.to_dict()["items"])
+
+    def cleanup(self):
+        """Delete the probe's Jobs (and their pods) in both namespaces and wait for their Workloads to go."""
+        jobs = self.admin.resource("Job", "batch/v1")
+        selector = isolation.PROBE_LABEL
+        for namespace in (self.ns, self.other_ns):
+            for job in self.admin.get(jobs, namespace=namespace, label_selector=selector).to_dict()["items"]:
+                try:
+                    self.admin.delete(jobs, name=job["metadata"]["name"], namespace=namespace,
+                                      body={"propagationPolicy": "Background"})
+                except NotFoundError:
+                    pass
+        deadline = time.monotonic() + self.module.params["timeout"]
+        while any(w["metadata"]["name"].startswith("job-" + isolation.PROBE_PREFIX)
+                  for namespace in (self.ns, self.other_ns) for w in self._workloads(namespace)):
+            if time.monotonic() > deadline:
+                self.module.fail_json(msg="the probe's Workloads were not gone within %d s"
+                                      % self.module.params["timeout"])
+            time.sleep(0.5)
+
+
+def _message(exc):
+    """The message of the Status body of an API error."""
+    try:
+        return json.loads(exc.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return exc.summary()
+
+
+def run(module):
+    params = module.params
+    tenant, other = params["tenant"], params["other"]
+    user = "fairgpu-probe@%s" % tenant["name"]
+    admin = get_api_client(module)
+    as_tenant = get_api_client(module, impersonate_user=user, impersonate_groups=tenant["groups"])
+    as_other = get_api_client(module, impersonate_user="fairgpu-probe@%s" % other["name"],
+                              impersonate_groups=other["groups"])
+    probe = Probe(module, admin, as_tenant, as_other)
+    probe.cleanup()
+    try:
+        checks = (probe.bare_pods() + probe.other_queue() + probe.platform_objects() + probe.other_namespace()
+                  + probe.over_maximum() + probe.priorities())
+    finally:
+        probe.cleanup()
+    checks.sort(key=lambda c: int(c["check"].split(".")[0]))  # the attempts' numbers, stable within one
+    scenario = {"name": "isolation", "title": "A tenant that tries to cheat: %s against %s" % (tenant["name"], other["name"]),
+                "checks": checks, "metrics": {"user": user, "groups": ", ".join(tenant["groups"])}, "timeline": []}
+    module.exit_json(changed=True, scenario=scenario, passed=all(c["passed"] for c in checks))
+
+
+def main():
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=False)
+    try:
+        run(module)
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+
+
+if __name__ == "__main__":
+    main()

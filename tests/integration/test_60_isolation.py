@@ -1,0 +1,229 @@
+"""A tenant that tries to cheat, acting with its own credentials (impersonation of a user in its RBAC group)
+against the real API server, RBAC, admission and Kueue: each attempt is refused, and the test asserts by whom
+and with which message. Writes that must be refused are dry runs, so a regression changes nothing."""
+
+import json
+import os
+import uuid
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from conftest import KUBECONFIG, ROOT, condition, delete_jobs, load_job, playbook, wait_until, workloads
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+DRY = "All"
+RBAC = 'User "%s" cannot %s resource "%s"'
+GPU_POD_POLICY = ("ValidatingAdmissionPolicy 'fairgpu-tenant-gpu-pods' with binding 'fairgpu-tenant-gpu-pods' denied "
+                  "request: a pod that requests GPUs in a tenant namespace must belong to a Job")
+JOB_POLICY = "ValidatingAdmissionPolicy 'fairgpu-tenant-jobs' with binding 'fairgpu-tenant-jobs' denied request: "
+
+
+def as_user(user, group):
+    api = k8s_config.new_client_from_config(config_file=KUBECONFIG)
+    api.set_default_header("Impersonate-User", user)
+    api.set_default_header("Impersonate-Group", group)
+    return api
+
+
+@pytest.fixture(scope="module")
+def alice(cluster):
+    """A user of team-a's group."""
+    return as_user("alice", "team-a")
+
+
+@pytest.fixture(scope="module")
+def bob(cluster):
+    """A user of team-b's group."""
+    return as_user("bob", "team-b")
+
+
+def refused(call, *args, **kwargs):
+    with pytest.raises(ApiException) as info:
+        call(*args, **kwargs)
+    assert info.value.status == 403, info.value.body
+    return json.loads(info.value.body)["message"]
+
+
+def gpu_pod(name, namespace, gpus=1, containers=1, owner_uid=None):
+    meta = {"name": name, "namespace": namespace}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "forged", "uid": owner_uid,
+                                    "controller": True}]
+    amount = {"nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [
+        {"name": "c%d" % i, "image": "x", "resources": {"requests": amount, "limits": amount}} for i in range(containers)]}}
+
+
+def judged(kueue, namespace, job):
+    """The QuotaReserved condition Kueue gave the Workload of ``job``."""
+    def get():
+        for w in workloads(kueue, namespace):
+            if w["metadata"]["ownerReferences"][0]["name"] == job and condition(w, "QuotaReserved"):
+                return condition(w, "QuotaReserved")
+    return wait_until(get, 30, what="Kueue to judge %s" % job)
+
+
+def test_1_bare_gpu_pod(alice, core):
+    message = refused(k8s.CoreV1Api(alice).create_namespaced_pod, "team-a", gpu_pod("bare", "team-a"), dry_run=DRY)
+    assert RBAC % ("alice", "create", "pods") in message
+    # Whoever may create pods (here the cluster admin), a GPU pod outside a Job is refused in a tenant namespace.
+    message = refused(core.create_namespaced_pod, "team-a", gpu_pod("bare", "team-a"), dry_run=DRY)
+    assert GPU_POD_POLICY in message
+
+
+def test_2_job_naming_the_other_tenants_queue_is_never_admitted(alice, batch, core, kueue):
+    k8s.BatchV1Api(alice).create_namespaced_job("team-a", load_job("it-other-queue", "team-a", queue="team-b-queue",
+                                                                   labels={"it-cheat": "1"}))
+    try:
+        reserved = judged(kueue, "team-a", "it-other-queue")
+        assert (reserved["status"], reserved["reason"]) == ("False", "Inadmissible")
+        assert reserved["message"] == "LocalQueue team-b-queue doesn't exist"
+        assert batch.read_namespaced_job("it-other-queue", "team-a").spec.suspend is True
+        assert core.list_namespaced_pod("team-a", label_selector="job-name=it-other-queue").items == []
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
+
+
+@pytest.mark.parametrize("plural, namespaced", [
+    ("clusterqueues", False), ("cohorts", False), ("resourceflavors", False), ("workloadpriorityclasses", False),
+    ("localqueues", True),
+])
+def test_3_kueue_objects_are_read_only(alice, plural, namespaced):
+    api = k8s.CustomObjectsApi(alice)
+    body = {"apiVersion": "/".join(KUEUE), "kind": "x", "metadata": {"name": "it-cheat"}}
+    if plural == "localqueues":  # a LocalQueue of its own pointing at team-b's ClusterQueue
+        body.update(kind="LocalQueue", spec={"clusterQueue": "team-b"})
+        calls = [("create", api.create_namespaced_custom_object, KUEUE + ("team-a", plural, body)),
+                 ("patch", api.patch_namespaced_custom_object, KUEUE + ("team-a", plural, "team-a-queue", {})),
+                 ("delete", api.delete_namespaced_custom_object, KUEUE + ("team-a", plural, "team-a-queue"))]
+    else:
+        calls = [("create", api.create_cluster_custom_object, KUEUE + (plural, body)),
+                 ("patch", api.patch_cluster_custom_object, KUEUE + (plural, "team-b", {})),
+                 ("delete", api.delete_cluster_custom_object, KUEUE + (plural, "team-b"))]
+    for verb, call, args in calls:
+        assert RBAC % ("alice", verb, plural) in refused(call, *args, dry_run=DRY)
+
+
+def test_3_quota_limits_and_rbac_of_its_namespace_are_read_only(alice):
+    core, rbac = k8s.CoreV1Api(alice), k8s.RbacAuthorizationV1Api(alice)
+    quota = {"metadata": {"name": "fairgpu-gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "100"}}}
+    assert RBAC % ("alice", "patch", "resourcequotas") in refused(
+        core.patch_namespaced_resource_quota, "fairgpu-gpu-quota", "team-a", quota, dry_run=DRY)
+    assert RBAC % ("alice", "delete", "resourcequotas") in refused(
+        core.delete_namespaced_resource_quota, "fairgpu-gpu-quota", "team-a", dry_run=DRY)
+    assert RBAC % ("alice", "delete", "limitranges") in refused(
+        core.delete_namespaced_limit_range, "fairgpu-defaults", "team-a", dry_run=DRY)
+    binding = {"metadata": {"name": "it-cheat"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                            "name": "admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}]}
+    assert RBAC % ("alice", "create", "rolebindings") in refused(
+        rbac.create_namespaced_role_binding, "team-a", binding, dry_run=DRY)
+    assert RBAC % ("alice", "patch", "roles") in refused(
+        rbac.patch_namespaced_role, "fairgpu-tenant", "team-a", {"rules": []}, dry_run=DRY)
+    assert RBAC % ("alice", "create", "clusterrolebindings") in refused(
+        rbac.create_cluster_role_binding, dict(binding, roleRef=dict(binding["roleRef"], name="cluster-admin")),
+        dry_run=DRY)
+
+
+def test_4_the_other_tenants_namespace_is_out_of_reach(alice):
+    core, batch, custom = k8s.CoreV1Api(alice), k8s.BatchV1Api(alice), k8s.CustomObjectsApi(alice)
+    assert RBAC % ("alice", "create", "jobs") in refused(
+        batch.create_namespaced_job, "team-b", load_job("it-trespass", "team-b", queue="team-b-queue"), dry_run=DRY)
+    assert RBAC % ("alice", "list", "jobs") in refused(batch.list_namespaced_job, "team-b")
+    assert RBAC % ("alice", "list", "pods") in refused(core.list_namespaced_pod, "team-b")
+    assert RBAC % ("alice", "list", "workloads") in refused(custom.list_namespaced_custom_object, *KUEUE, "team-b",
+                                                            "workloads")
+    assert RBAC % ("alice", "list", "secrets") in refused(core.list_namespaced_secret, "team-b")
+    assert RBAC % ("alice", "list", "secrets") in refused(core.list_namespaced_secret, "team-a")
+
+
+def test_5_and_6_more_than_the_maximum_waits_and_cannot_be_unsuspended(alice, batch, core, kueue):
+    api = k8s.BatchV1Api(alice)
+    one = load_job("it-one-big-pod", "team-a", queue="team-a-queue", gpus=17, labels={"it-cheat": "1"})
+    many = load_job("it-many-pods", "team-a", queue="team-a-queue", labels={"it-cheat": "1"})
+    many["spec"].update(parallelism=17, completions=17)
+    api.create_namespaced_job("team-a", one)
+    api.create_namespaced_job("team-a", many)
+    try:
+        reserved = judged(kueue, "team-a", "it-one-big-pod")
+        assert reserved["status"] == "False" and "requests must not be above the limitRange max" in reserved["message"]
+        reserved = judged(kueue, "team-a", "it-many-pods")
+        assert reserved["status"] == "False"
+        assert "insufficient quota for nvidia.com/gpu in flavor nvidia-h100-80gb-hbm3" in reserved["message"]
+        assert "current podset request (17) > maximum capacity (16)" in reserved["message"]
+
+        # 5: the tenant cannot lift the suspension or give its Workload an admission.
+        assert RBAC % ("alice", "patch", "jobs") in refused(
+            api.patch_namespaced_job, "it-one-big-pod", "team-a", {"spec": {"suspend": False}})
+        name = next(w["metadata"]["name"] for w in workloads(kueue, "team-a")
+                    if w["metadata"]["ownerReferences"][0]["name"] == "it-one-big-pod")
+        assert 'cannot patch resource "workloads/status"' in refused(
+            k8s.CustomObjectsApi(alice).patch_namespaced_custom_object_status, *KUEUE, "team-a", "workloads", name,
+            {"status": {"admission": {"clusterQueue": "team-a"}}})
+        for job in ("it-one-big-pod", "it-many-pods"):
+            assert batch.read_namespaced_job(job, "team-a").spec.suspend is True
+            assert core.list_namespaced_pod("team-a", label_selector="job-name=" + job).items == []
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
+
+    # 6, past Kueue: a pod claiming a Job as its owner, by whoever may create pods, still meets the ResourceQuota.
+    forged = gpu_pod("it-past-kueue", "team-a", gpus=9, containers=2, owner_uid=str(uuid.uuid4()))
+    message = refused(core.create_namespaced_pod, "team-a", forged, dry_run=DRY)
+    assert "exceeded quota: fairgpu-gpu-quota, requested: requests.nvidia.com/gpu=18, used: " in message
+    assert message.endswith("limited: requests.nvidia.com/gpu=16")
+
+
+def test_7_priority_only_from_the_allowed_classes(alice):
+    api = k8s.BatchV1Api(alice)
+    high = load_job("it-high", "team-a", queue="team-a-queue", labels={"kueue.x-k8s.io/priority-class": "fairgpu-high"})
+    assert refused(api.create_namespaced_job, "team-a", high, dry_run=DRY).endswith(
+        JOB_POLICY + "WorkloadPriorityClass fairgpu-high is not allowed in namespace team-a; use one of: fairgpu-low, "
+        "fairgpu-normal")
+    critical = load_job("it-critical", "team-a", queue="team-a-queue")
+    critical["spec"]["template"]["spec"]["priorityClassName"] = "system-cluster-critical"
+    assert JOB_POLICY + "pod priority (priorityClassName, priority) is not allowed in tenant Jobs" in refused(
+        api.create_namespaced_job, "team-a", critical, dry_run=DRY)
+    normal = load_job("it-normal", "team-a", queue="team-a-queue",
+                      labels={"kueue.x-k8s.io/priority-class": "fairgpu-normal"})
+    assert api.create_namespaced_job("team-a", normal, dry_run=DRY).metadata.name == "it-normal"
+
+
+def test_7_priority_does_not_take_the_other_tenants_guarantee(alice, bob, batch, kueue):
+    for i in range(8):
+        k8s.BatchV1Api(bob).create_namespaced_job("team-b", load_job("it-held-%d" % i, "team-b", queue="team-b-queue",
+                                                                     seconds=120, labels={"it-cheat": "1"}))
+    try:
+        wait_until(lambda: sum(1 for w in workloads(kueue, "team-b") if w["metadata"]["name"].startswith("job-it-held")
+                               and (condition(w, "QuotaReserved") or {}).get("status") == "True") == 8,
+                   60, what="team-b to hold its guarantee")
+        jump = load_job("it-jump", "team-a", queue="team-a-queue",
+                        labels={"it-cheat": "1", "kueue.x-k8s.io/priority-class": "fairgpu-normal"})
+        jump["spec"].update(parallelism=9, completions=9)
+        k8s.BatchV1Api(alice).create_namespaced_job("team-a", jump)
+        reserved = judged(kueue, "team-a", "it-jump")
+        assert reserved["status"] == "False" and "insufficient unused quota" in reserved["message"], reserved
+        held = [w for w in workloads(kueue, "team-b") if w["metadata"]["name"].startswith("job-it-held")]
+        assert all(condition(w, "QuotaReserved")["status"] == "True" and not condition(w, "Evicted") for w in held)
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
+        delete_jobs(batch, "team-b", "it-cheat")
+        wait_until(lambda: not [w for w in workloads(kueue, "team-a") + workloads(kueue, "team-b")
+                                if "-it-" in w["metadata"]["name"]], 60, what="the Workloads to go")
+
+
+def test_the_report_has_the_attempts(cluster):
+    run = playbook("validate.yml", "-e", json.dumps({"validate_scenarios": ["isolation"]}))
+    assert run.rc == 0, run.messages()
+    results = os.path.join(ROOT, "results", "integration")
+    with open(os.path.join(results, "report.json")) as handle:
+        report = json.load(handle)
+    scenario = next(s for s in report["scenarios"] if s["name"] == "isolation")
+    numbers = sorted({c["check"].split(".")[0] for c in scenario["checks"]})
+    assert numbers == ["1", "2", "3", "4", "5", "6", "7"] and all(c["passed"] for c in scenario["checks"])
+    with open(os.path.join(results, "report.md")) as handle:
+        markdown = handle.read()
+    assert "## A tenant that tries to cheat: team-a against team-b" in markdown
+    assert "| 2. Job labelled with team-b's LocalQueue team-b-queue | never admitted" in markdown
