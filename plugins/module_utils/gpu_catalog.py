@@ -20,6 +20,7 @@ GPU_MODELS = {
     "NVIDIA-A100-SXM4-40GB": {"memory_mib": 40960, "family": "ampere", "compute": (8, 0), "mig_capable": True},
     "NVIDIA-A100-SXM4-80GB": {"memory_mib": 81920, "family": "ampere", "compute": (8, 0), "mig_capable": True},
     "NVIDIA-H100-80GB-HBM3": {"memory_mib": 81559, "family": "hopper", "compute": (9, 0), "mig_capable": True},
+    "NVIDIA-H100-PCIe": {"memory_mib": 81559, "family": "hopper", "compute": (9, 0), "mig_capable": True},
     "NVIDIA-H200": {"memory_mib": 143771, "family": "hopper", "compute": (9, 0), "mig_capable": True},
     "NVIDIA-A30": {"memory_mib": 24576, "family": "ampere", "compute": (8, 0), "mig_capable": True},
     "Tesla-T4": {"memory_mib": 15360, "family": "turing", "compute": (7, 5), "mig_capable": False},
