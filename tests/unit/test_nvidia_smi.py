@@ -1,4 +1,5 @@
-"""nvidia-smi parsers against the real outputs in fixtures/nvidia-smi/ (copied from shared/fixtures/nvidia-smi/)."""
+"""nvidia-smi parsers against the real outputs in fixtures/nvidia-smi/ (copied from shared/fixtures/nvidia-smi/),
+and the simulated nvidia-smi written in the same formats and read back."""
 
 import os
 import re
@@ -6,6 +7,14 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import (
+    MIG_MODELS,
+    MigLayoutError,
+    catalogue_from_lgip,
+    per_gpu_layout,
+    placement,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     mig_tree,
@@ -15,6 +24,11 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import 
     parse_list,
     parse_query_gpu,
     profile_counts,
+)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import (
+    QUERY_GPU,
+    simulated_gpus,
+    simulated_nvidia_smi,
 )
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "nvidia-smi")
@@ -143,7 +157,8 @@ def test_gpu_instances_a100_all_1g():
 
 def test_gpu_instances_h100_pcie():
     rows = parse_gpu_instances(fixture("mig-lgi-h100-pcie-3g-3x1g.txt"))
-    assert [(r["profile"], r["profile_id"], r["id"], r["placement"]["start"], r["placement"]["size"]) for r in rows] == [
+    assert [(r["profile"], r["profile_id"], r["id"], r["placement"]["start"], r["placement"]["size"])
+            for r in rows] == [
         ("1g.10gb", 19, 7, 0, 1), ("1g.10gb", 19, 8, 1, 1), ("1g.10gb", 19, 9, 2, 1), ("3g.40gb", 9, 2, 4, 4)]
 
 
@@ -279,3 +294,98 @@ LGIP_R570 = fixture("mig-lgip-h100-pcie-r570-wide.txt")
 def test_bad_output_names_the_line(parse, text, message):
     with pytest.raises(NvidiaSmiParseError, match=message):
         parse(text)
+
+
+# Simulated nvidia-smi: written in the real formats, read back by the parsers.
+
+def test_simulated_outputs_are_the_real_ones():
+    # The node behind the H100 PCIe fixtures: `-cgi 9,19,19,19 -C`, and MIG enabled without instances.
+    out = simulated_nvidia_smi("gpu-node-1", "NVIDIA-H100-PCIe", 1, {"3g.40gb": 1, "1g.10gb": 3})
+    assert out["mig -lgi"] == fixture("mig-lgi-h100-pcie-3g-3x1g.txt")
+    uuids = iter("GPU-00000001-0000-4000-8000-000000000001 MIG-00000002-0000-4000-8000-000000000002 "
+                 "MIG-00000003-0000-4000-8000-000000000003 MIG-00000004-0000-4000-8000-000000000004 "
+                 "MIG-00000005-0000-4000-8000-000000000005".split())
+    assert re.sub(r"(GPU|MIG)-[0-9a-f-]{36}", lambda _: next(uuids), out["-L"]) == fixture("L-h100-pcie-3g-3x1g.txt")
+    empty = simulated_nvidia_smi("gpu-node-1", "NVIDIA-H100-PCIe", 1, {})
+    assert empty["mig -lgip"] == fixture("mig-lgip-h100-pcie-r570-wide.txt")
+    assert empty["mig -lgi"] == "No GPU instances found: Not Found\n"
+    lci = out["mig -lci"].splitlines()
+    assert lci[:6] == fixture("mig-lci-a100-40gb-3x1c.3g.20gb.txt").splitlines()[:6]
+    assert lci[6] == "|   0      2       MIG 3g.40gb          2         0     |"
+
+
+def round_trip(out):
+    return mig_tree(parse_list(out["-L"]), parse_gpu_instances(out["mig -lgi"]),
+                    parse_compute_instances(out["mig -lci"]))
+
+
+def without_hardware(gpus):
+    return [{key: gpu[key] for key in ("index", "name", "uuid", "gpu_instances")} for gpu in gpus]
+
+
+@pytest.mark.parametrize("product, count, layout", [
+    ("NVIDIA-H100-80GB-HBM3", 2, {"2g.20gb": 2}),
+    ("NVIDIA-H100-80GB-HBM3", 3, [{"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, None, {}]),
+    ("NVIDIA-A100-SXM4-40GB", 1, {"1g.5gb": 7}),
+    ("NVIDIA-H200", 2, [{"7g.141gb": 1}, {"1g.18gb+me": 1, "1g.35gb": 3}]),
+    ("NVIDIA-A30", 4, {"2g.12gb": 1, "1g.6gb": 2}),
+    ("NVIDIA-A30", 2, None),
+])
+def test_simulated_outputs_read_back(product, count, layout):
+    gpus = simulated_gpus("gpu-node-3", product, count, layout)
+    out = simulated_nvidia_smi("gpu-node-3", product, count, layout)
+    assert round_trip(out) == without_hardware(gpus)
+    wanted = per_gpu_layout(layout, product, count)
+    assert [c["profiles"] for c in profile_counts(parse_list(out["-L"]))] == [gpu or {} for gpu in wanted]
+    assert [(row["index"], row["name"], row["mig.mode.current"], row["memory.total"])
+            for row in parse_query_gpu(out[QUERY_GPU])] == [
+        (n, MIG_MODELS[product]["name"], "Enabled" if gpu is not None else "Disabled",
+         GPU_MODELS[product]["memory_mib"]) for n, gpu in enumerate(wanted)]
+    profiles = parse_gpu_instance_profiles(out["mig -lgip"])
+    assert len(profiles) == len(MIG_MODELS[product]["profiles"]) * sum(gpu is not None for gpu in wanted)
+
+
+@pytest.mark.parametrize("product", ["NVIDIA-H100-PCIe", "NVIDIA-A100-SXM4-40GB"])
+def test_simulated_lgip_gives_back_the_catalogue(product):
+    out = simulated_nvidia_smi("gpu-node-0", product, 1, {})
+    assert catalogue_from_lgip(parse_gpu_instance_profiles(out["mig -lgip"]), product) == MIG_MODELS[product]
+
+
+def test_simulated_uuids_are_stable_and_distinct():
+    one = simulated_gpus("gpu-node-1", "NVIDIA-H100-80GB-HBM3", 2, {"1g.10gb": 7})
+    assert one == simulated_gpus("gpu-node-1", "NVIDIA-H100-80GB-HBM3", 2, {"1g.10gb": 7})
+    other = simulated_gpus("gpu-node-2", "NVIDIA-H100-80GB-HBM3", 2, {"1g.10gb": 7})
+    uuids = [gpu["uuid"] for gpu in one + other] + [
+        ci["uuid"] for gpu in one + other for gi in gpu["gpu_instances"] for ci in gi["compute_instances"]]
+    assert len(set(uuids)) == len(uuids) == 32
+    assert re.match(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", one[0]["uuid"])
+
+
+def test_simulated_node_without_mig():
+    out = simulated_nvidia_smi("gpu-node-1", "NVIDIA-A100-SXM4-80GB", 2)
+    assert {out[command] for command in ("mig -lgip", "mig -lgi", "mig -lci")} == {"No MIG-enabled devices found.\n"}
+    assert parse_gpu_instance_profiles(out["mig -lgip"]) == [] and parse_gpu_instances(out["mig -lgi"]) == []
+    assert [gpu["mig_devices"] for gpu in parse_list(out["-L"])] == [[], []]
+
+
+def test_simulated_layout_must_fit():
+    with pytest.raises(MigLayoutError, match="GPU 0: .* does not fit a NVIDIA-H100-80GB-HBM3"):
+        simulated_nvidia_smi("gpu-node-1", "NVIDIA-H100-80GB-HBM3", 1, {"3g.40gb": 2, "1g.10gb": 1})
+
+
+fitting_gpu = st.one_of(st.none(), st.lists(
+    st.sampled_from(sorted(MIG_MODELS["NVIDIA-H100-80GB-HBM3"]["profiles"])), max_size=7).map(
+    lambda names: {name: names.count(name) for name in names}).filter(
+    lambda gpu: placement(gpu, "NVIDIA-H100-80GB-HBM3") is not None))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(fitting_gpu, min_size=1, max_size=4), st.text("abcdefgh-", min_size=1, max_size=12))
+def test_any_fitting_layout_reads_back(layout, node):
+    out = simulated_nvidia_smi(node, "NVIDIA-H100-80GB-HBM3", len(layout), layout)
+    gpus = simulated_gpus(node, "NVIDIA-H100-80GB-HBM3", len(layout), layout)
+    assert round_trip(out) == without_hardware(gpus)
+    for gpu, tree in zip(layout, gpus):
+        placed = sorted((gi["placement"]["start"], gi["profile"]) for gi in tree["gpu_instances"])
+        expected = [(i["start"], i["profile"]) for i in placement(gpu, "NVIDIA-H100-80GB-HBM3")] if gpu else []
+        assert placed == expected
