@@ -179,6 +179,8 @@ def catalogue_from_lgip(profiles, product):
     for row in rows:
         known = by_id.get(row["profile_id"])
         compute = compute_slices(row["profile"])
+        if compute is None:
+            raise MigLayoutError("-lgip lists %r, which is not a MIG profile name" % row["profile"])
         if known is not None:
             memory, starts = known["memory_slices"], known["starts"]
         else:
@@ -203,8 +205,8 @@ def profile_memory_mib(product, profile, catalogue=None):
     return share // 64 * 64
 
 
-def _search(model, instances, used):
-    """Starts for ``instances`` (profile names, placed in this order) on memory slices not in bit mask ``used``."""
+def _search(model, instances):
+    """Starts for ``instances`` (profile names, placed in this order) on free memory slices, or None."""
     failed = set()
 
     def place(index, used):
@@ -222,7 +224,7 @@ def _search(model, instances, used):
         failed.add((index, used))
         return None
 
-    return place(0, used)
+    return place(0, 0)
 
 
 def placement(mig_devices, product, catalogue=None):
@@ -248,7 +250,7 @@ def placement(mig_devices, product, catalogue=None):
     instances = sorted((profile for profile, count in mig_devices.items() for _ in range(count)),
                        key=lambda profile: (profiles[profile]["memory_slices"], profiles[profile]["compute_slices"],
                                             profile))
-    starts = _search(model, instances, 0)
+    starts = _search(model, instances)
     if starts is None:
         return None
     return sorted(({"profile": profile, "start": start, "size": profiles[profile]["memory_slices"]}
@@ -380,13 +382,13 @@ def _instances(where, mig_devices, model, applies, errors):
            if not isinstance(profile, str) or not _whole(count) or count < 0]
     for profile, count in bad:
         errors.append("%s.mig-devices: %r: the count must be a whole number >= 0, got %r" % (where, profile, count))
-    layout = {profile: count for profile, count in (mig_devices or {}).items() if count}
     if bad:
         return None
+    layout = {profile: count for profile, count in (mig_devices or {}).items() if count}
     if not layout:
         errors.append("%s.mig-devices: MIG is enabled but no instances are listed; such a GPU serves no pods (and "
-                      "GFD labels the node <model>-MIG-INVALID under the single strategy): list instances or set "
-                      "mig-enabled: false" % where)
+                      "GFD labels the node %s-MIG-INVALID under the single strategy): list instances or set "
+                      "mig-enabled: false" % (where, model["product"]))
         return None
     fit = _fit_errors("%s.mig-devices" % where, layout, model) if applies else []
     errors.extend(fit)

@@ -122,6 +122,9 @@ def test_catalogue_from_lgip_needs_rows_and_a_known_product():
         catalogue_from_lgip([], H100)
     with pytest.raises(MigLayoutError, match="no MIG profiles known for GPU product 'Tesla-T4'"):
         catalogue_from_lgip(parse_gpu_instance_profiles(smi("mig-lgip-h100-pcie-r525.txt")), "Tesla-T4")
+    odd = parse_gpu_instance_profiles(smi("mig-lgip-h100-pcie-r525.txt").replace("MIG 4g.40gb ", "MIG gfx.40gb"))
+    with pytest.raises(MigLayoutError, match="-lgip lists 'gfx.40gb', which is not a MIG profile name"):
+        catalogue_from_lgip(odd, H100)
 
 
 def starts(mig_devices, product=H100):
