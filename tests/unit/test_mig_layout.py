@@ -305,22 +305,27 @@ def test_gpu_count_is_checked():
         "the node's GPU count must be a whole number >= 1, got 0"]
 
 
+KEYWORDS = ["version", "mig-configs", "devices", "mig-enabled", "mig-devices", "device-filter", "gi-profile", "all",
+            "v1", "2g.20gb", "3g.40gb", "1g.10gb", "0", "0x233010DE"]
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 12) | st.sampled_from(["all", "v1", "2g.20gb", "1g.10gb", "x"]),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | st.sampled_from(KEYWORDS),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["version", "mig-configs", "devices", "mig-enabled", "mig-devices", "device-filter",
-                         "gi-profile", "2g.20gb", "3g.40gb", "1g.10gb", "0", "c"]) | st.integers(0, 3), inner,
-        max_size=4),
-    max_leaves=20)
+        st.sampled_from(KEYWORDS) | st.text(max_size=4) | st.integers(-1, 9), inner, max_size=5),
+    max_leaves=25)
 
 
-@settings(max_examples=400, deadline=None)
-@given(json_values)
-def test_anything_gives_messages_or_migLayoutError(value):
-    errors = mig_config_errors(value, H100, 4)
-    assert isinstance(errors, list) and errors and all(isinstance(error, str) for error in errors)
-    with pytest.raises(MigLayoutError):
-        validate_mig_config(value, H100, 4)
+@settings(max_examples=500, deadline=None)
+@given(json_values, st.one_of(st.integers(-2, 16), json_values), st.one_of(st.sampled_from(["single", "mixed"]),
+                                                                          json_values))
+def test_any_input_gives_messages_or_mig_layout_error(value, gpu_count, strategy):
+    errors = mig_config_errors(value, H100, gpu_count, strategy)
+    assert isinstance(errors, list) and all(isinstance(error, str) and error for error in errors)
+    if errors:
+        with pytest.raises(MigLayoutError) as raised:
+            validate_mig_config(value, H100, gpu_count, strategy)
+        assert raised.value.errors == errors
+    else:
+        assert validate_mig_config(value, H100, gpu_count, strategy) is None
 
 
 # Instance lists drawn mostly from small profiles, so that many fit and reach the placement checks.
