@@ -147,8 +147,9 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range):
          "metadata": {"name": "fairgpu-defaults", "namespace": namespace, "labels": labels},
          "spec": {"limits": [{
              "type": "Container",
-             "defaultRequest": {"cpu": limit_range["cpu"], "memory": limit_range["memory"]},
-             "default": {"cpu": limit_range["cpu"], "memory": limit_range["memory"]},
+             # An explicit 0: with only a max, the API server would default every container to the max.
+             "defaultRequest": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
+             "default": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
              "max": {gpu: _quantity(tenant["max_gpus"])},
          }]}},
         tenant_role(namespace, tenant),
@@ -175,7 +176,10 @@ def object_errors(objects):
     return errors
 
 
-_ACCELERATOR = "r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-')"
+# A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
+# container an explicit 0).
+_ASKS = ("has(c.resources.%(f)s) && c.resources.%(f)s.exists(r, (r == 'nvidia.com/gpu' || "
+         "r.startsWith('nvidia.com/mig-')) && quantity(string(c.resources.%(f)s[r])).isGreaterThan(quantity('0')))")
 
 
 def admission_policies():
@@ -193,9 +197,8 @@ def admission_policies():
     """
     containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
     gpu_pods = {
-        "variables": [{"name": "accelerators", "expression": containers + ".exists(c, has(c.resources) && ("
-                       "(has(c.resources.requests) && c.resources.requests.exists(r, %s)) || "
-                       "(has(c.resources.limits) && c.resources.limits.exists(r, %s))))" % (_ACCELERATOR, _ACCELERATOR)}],
+        "variables": [{"name": "accelerators", "expression": containers + ".exists(c, has(c.resources) && ((%s) || (%s)))"
+                       % (_ASKS % {"f": "requests"}, _ASKS % {"f": "limits"})}],
         "validations": [
             {"expression": "!variables.accelerators || (has(object.metadata.ownerReferences) && "
                            "object.metadata.ownerReferences.exists(o, o.apiVersion == 'batch/v1' && o.kind == 'Job' "
@@ -237,9 +240,12 @@ def admission_policies():
         ("fairgpu-tenant-gpu-pods", ("", "pods"), ["CREATE"], gpu_pods),
         ("fairgpu-tenant-jobs", ("batch", "jobs"), ["CREATE", "UPDATE"], jobs),
     ):
+        # The API server's defaults written out, so that a client-side `kubectl apply` finds nothing to change.
         spec = {"failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{"apiGroups": [resource[0]], "apiVersions": ["v1"],
-                                                        "operations": operations, "resources": [resource[1]]}]}}
+                "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                                     "resourceRules": [{"apiGroups": [resource[0]], "apiVersions": ["v1"],
+                                                        "operations": operations, "resources": [resource[1]],
+                                                        "scope": "*"}]}}
         spec.update(rules)
         objects.append({"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
                         "metadata": {"name": name, "labels": _labels()}, "spec": spec})

@@ -72,6 +72,11 @@ def test_1_bare_gpu_pod(alice, core):
     # Whoever may create pods (here the cluster admin), a GPU pod outside a Job is refused in a tenant namespace.
     message = refused(core.create_namespaced_pod, "team-a", gpu_pod("bare", "team-a"), dry_run=DRY)
     assert GPU_POD_POLICY in message
+    # A pod without GPUs passes, and the tenant's LimitRange gives it none (with only a maximum, the API server
+    # would default every container to the maximum).
+    cpu_only = {"metadata": {"name": "cpu-only"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    created = core.create_namespaced_pod("team-a", cpu_only, dry_run=DRY)
+    assert created.spec.containers[0].resources.requests["nvidia.com/gpu"] == "0"
 
 
 def test_2_job_naming_the_other_tenants_queue_is_never_admitted(alice, batch, core, kueue):

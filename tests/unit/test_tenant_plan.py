@@ -50,6 +50,9 @@ def test_default_inventory_builds_the_task_objects():
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8", "lendingLimit": "8"}
     assert spec["preemption"]["reclaimWithinCohort"] == "Any"
     assert spec["fairSharing"] == {"weight": "1"}
+    limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]
+    assert limits["max"] == {"nvidia.com/gpu": "16"}
+    assert limits["default"]["nvidia.com/gpu"] == limits["defaultRequest"]["nvidia.com/gpu"] == "0"
     quotas = by_kind(objects, "ResourceQuota")
     assert [q["spec"]["hard"] for q in quotas] == [{"requests.nvidia.com/gpu": "16"}] * 2
     lqs = sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind(objects, "LocalQueue"))
