@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
     cluster_spec,
     kueue_webhooks,
+    manifests,
     quota,
     tenant_plan,
     tenant_spec,
@@ -28,6 +29,8 @@ class FilterModule(object):
             "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
             "node_pool_capacity": cluster_spec.pool_capacity,
+            "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,
+            "kustomize_tree": manifests.kustomize_tree,
             "tenant_reachable": quota.reachable,
             "load_jobs": validation.load_jobs,
             "baseline_result": validation.baseline_result,

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS, gfd_labels
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label, is_whole_number
 
@@ -33,12 +33,12 @@ def _is_quantity(value):
     return amount.is_finite() and amount >= 0
 
 
-def node_pool_errors(pools):
-    """Return a list of error strings, one per problem, each naming ``cluster_kwok_node_pools[i].field``.
+def node_pool_errors(pools, where="cluster_kwok_node_pools"):
+    """Return a list of error strings, one per problem, each naming ``<where>[i].field`` (``where``: the
+    variable that holds the pools).
 
     An empty list means the pools are valid. Never raises on malformed input.
     """
-    where = "cluster_kwok_node_pools"
     if not isinstance(pools, list) or not pools:
         return ["%s: give a non-empty list of node pools" % where]
     errors = []
@@ -89,6 +89,20 @@ def node_pool_nodes(pools):
             node.update(name="%s-%d" % (pool["name"], index), pool=pool["name"], pods=pool.get("pods", DEFAULT_PODS))
             nodes.append(node)
     return nodes
+
+
+def pool_gpu_nodes(pools, mig_strategy="single"):
+    """The Node objects (API dicts: name, GFD labels, allocatable) that valid pools become once the GPU
+    operator's feature discovery and device plugin have run, with whole GPUs (MIG disabled). What
+    ``tenant_plan`` reads from a live cluster, for planning a cluster that is not reachable (rendering)."""
+    return [
+        {"metadata": {"name": node["name"],
+                      "labels": gfd_labels(node["gpu_product"], node["gpu_count"], mig_strategy,
+                                           node.get("gpu_memory_mib"))},
+         "status": {"allocatable": {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"]),
+                                    "nvidia.com/gpu": str(node["gpu_count"])}}}
+        for node in node_pool_nodes(pools)
+    ]
 
 
 def pool_capacity(pools):
