@@ -1,0 +1,66 @@
+"""The kustomize tree of render.yml: layout, stable bytes, and the checked-in example kept in step with the
+roles (the example is render.yml's output for inventories/local)."""
+
+import filecmp
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.manifests import kustomize_tree
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import tenant_plan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "manifests")
+NODES = [{"metadata": {"name": "gpu-%d" % i, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+          "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8"}}} for i in range(2)]
+TEAMS = [{"name": "team-a", "gpus": 8, "namespaces": ["team-a", "team-a-dev"]}, {"name": "team-b", "gpus": 8}]
+
+
+def test_layout_base_and_one_directory_per_tenant():
+    objects = tenant_plan(TEAMS, NODES)["objects"]
+    tree = kustomize_tree(objects, {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+    top = yaml.safe_load(tree["kustomization.yaml"])
+    assert top["resources"] == ["base", "tenants/team-a", "tenants/team-b"]
+    base = yaml.safe_load(tree["base/kustomization.yaml"])["resources"]
+    assert "clusterqueue-team-a.yaml" in base and "cohort-fairgpu.yaml" in base
+    team_a = yaml.safe_load(tree["tenants/team-a/kustomization.yaml"])["resources"]
+    assert "namespace-team-a-dev.yaml" in team_a and "team-a-dev-resourcequota-fairgpu-gpu-quota.yaml" in team_a
+    assert all(("tenants/team-a/" + name) in tree for name in team_a)
+    # Every object once, unchanged by the layout.
+    laid_out = [yaml.safe_load(text) for path, text in tree.items()
+                if not path.endswith("kustomization.yaml") and not path.startswith("kueue/")]
+    canonical = functools.partial(json.dumps, sort_keys=True)
+    assert sorted(map(canonical, laid_out)) == sorted(map(canonical, objects))
+    config = yaml.safe_load(tree["kueue/configmap-kueue-manager-config.yaml"])
+    assert config["metadata"] == {"name": "kueue-manager-config", "namespace": "kueue-system"}
+    assert yaml.safe_load(config["data"]["controller_manager_config.yaml"])["kind"] == "Configuration"
+
+
+def test_same_input_same_bytes():
+    assert kustomize_tree(tenant_plan(TEAMS, NODES)["objects"]) == kustomize_tree(tenant_plan(TEAMS, NODES)["objects"])
+
+
+def test_namespaced_object_of_no_tenant_is_refused():
+    stray = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "elsewhere"}}
+    with pytest.raises(ValueError, match="ConfigMap elsewhere/x: its namespace belongs to no tenant of the plan"):
+        kustomize_tree(tenant_plan(TEAMS, NODES)["objects"] + [stray])
+
+
+def test_checked_in_example_is_what_render_writes(tmp_path):
+    """examples/manifests must be rendered again when the roles' objects change:
+    ansible-playbook playbooks/render.yml -e render_output_dir=$PWD/examples/manifests"""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                          os.path.join(ROOT, "playbooks", "render.yml"), "-e", "render_output_dir=%s" % tmp_path],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    rendered = sorted(os.path.relpath(os.path.join(d, f), tmp_path) for d, _, fs in os.walk(tmp_path) for f in fs)
+    example = sorted(os.path.relpath(os.path.join(d, f), EXAMPLE) for d, _, fs in os.walk(EXAMPLE) for f in fs)
+    assert rendered == example
+    _, mismatch, errors = filecmp.cmpfiles(tmp_path, EXAMPLE, rendered, shallow=False)
+    assert (mismatch, errors) == ([], []), "examples/manifests is out of date: render it again (see docstring)"
