@@ -8,7 +8,7 @@ builders the roles use (``tenant_plan`` / ``kueue_objects``); this module only l
 
     kustomization.yaml              resources: base, then one directory per tenant
     base/                           cluster-wide objects: admission policies, WorkloadPriorityClasses, Cohort,
-                                    ResourceFlavors, ClusterQueues
+                                    ResourceFlavors, ClusterQueues; the MIG manager's ConfigMap (path mig)
     tenants/<tenant>/               the tenant's Namespaces, LocalQueues, ResourceQuotas, LimitRanges, Roles,
                                     RoleBindings
     kueue/                          Kueue's Configuration as the ConfigMap ``kueue-manager-config`` that an
@@ -47,14 +47,15 @@ def _yaml(data):
     return yaml.dump(data, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120)
 
 
-def _plain(data):
-    """JSON-shaped data as plain dicts, lists and strings (Ansible hands filters subclasses YAML cannot dump)."""
-    return json.loads(json.dumps(data))
+def to_yaml(data):
+    """JSON-shaped ``data`` as YAML: block style, keys sorted, multi-line strings as literal blocks. Takes the
+    dict and str subclasses Ansible hands to filters."""
+    return _yaml(json.loads(json.dumps(data)))
 
 
 def dump(obj):
-    """One object as YAML: block style, keys sorted, the header comment first."""
-    return HEADER + _yaml(_plain(obj))
+    """One object as YAML, the header comment first."""
+    return HEADER + to_yaml(obj)
 
 
 def _file_name(obj):
@@ -70,25 +71,19 @@ def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-sys
     """Lay ``objects`` (manifest dicts as the roles apply them) out as a kustomize tree.
 
     A namespaced object goes to the directory of the tenant that owns its namespace (the Namespace's
-    ``fairgpu.io/tenant`` label), everything cluster-scoped to ``base/``. ``kueue_configuration``: Kueue's
+    ``fairgpu.io/tenant`` label); cluster-scoped objects and those of platform namespaces (the MIG manager's
+    ConfigMap in the GPU Operator's namespace) go to ``base/``. ``kueue_configuration``: Kueue's
     ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory).
-    Returns ``{relative path: file text}``. Raises ValueError for a namespaced object whose namespace is not a
-    tenant's in ``objects``.
+    Returns ``{relative path: file text}``.
     """
     owners = {o["metadata"]["name"]: o["metadata"]["labels"][TENANT_LABEL]
               for o in objects if o["kind"] == "Namespace"}
     tree, dirs = {}, {"base": []}
     for obj in objects:
         namespace = obj["metadata"].get("namespace")
-        if obj["kind"] == "Namespace" or namespace:
-            tenant = owners.get(namespace or obj["metadata"]["name"])
-            if tenant is None:
-                raise ValueError("%s %s/%s: its namespace belongs to no tenant of the plan"
-                                 % (obj["kind"], namespace, obj["metadata"]["name"]))
-            directory = "tenants/" + tenant
-            name = ("%s-" % namespace if namespace else "") + _file_name(obj)
-        else:
-            directory, name = "base", _file_name(obj)
+        tenant = owners.get(namespace or obj["metadata"]["name"]) if obj["kind"] == "Namespace" or namespace else None
+        directory = "tenants/" + tenant if tenant else "base"
+        name = ("%s-" % namespace if namespace else "") + _file_name(obj)
         dirs.setdefault(directory, []).append(name)
         tree["%s/%s" % (directory, name)] = dump(obj)
     for directory, names in dirs.items():
@@ -100,7 +95,7 @@ def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-sys
     if kueue_configuration is not None:
         config_map = {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": kueue_namespace},
-                      "data": {KUEUE_CONFIG_KEY: _yaml(_plain(kueue_configuration))}}
+                      "data": {KUEUE_CONFIG_KEY: to_yaml(kueue_configuration)}}
         tree["kueue/" + _file_name(config_map)] = dump(config_map)
         tree["kueue/kustomization.yaml"] = _kustomization(
             [_file_name(config_map)], "Kueue's configuration: apply with Kueue's own manifests, first")

@@ -9,15 +9,30 @@ A simulated node describes its hardware in annotations (written by the ``cluster
 - ``fairgpu.io/simulated-gpu-product``: a ``nvidia.com/gpu.product`` value from ``gpu_catalog.GPU_MODELS``
 - ``fairgpu.io/simulated-gpu-count``: whole GPUs on the node (integer >= 1)
 - ``fairgpu.io/simulated-gpu-memory-mib``: optional, per-GPU memory in MiB (default: the catalogue's)
+
+With MIG, this layer also plays NVIDIA's MIG manager: a node labelled ``nvidia.com/mig.config=<name>`` gets the
+layout of config ``<name>`` of the mig-parted config (``mig_layout``), or ``nvidia.com/mig.config.state=failed``
+(and keeps its previous layout, as the real manager does) when the layout cannot be created on its GPUs. What it
+applied is kept in annotations: ``fairgpu.io/simulated-mig-layout`` (JSON, one item per GPU: null or
+``{profile: count}``) and ``fairgpu.io/simulated-nvidia-smi`` (JSON ``{command: stdout}`` of the node's
+nvidia-smi in the real formats, for ``nvidia_smi_mig_info``).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GpuCatalogError, gfd_labels
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_nvidia_smi
 
 ANNOTATION_PREFIX = "fairgpu.io/simulated-gpu-"
+LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"
+NVIDIA_SMI_ANNOTATION = "fairgpu.io/simulated-nvidia-smi"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
@@ -61,6 +76,54 @@ def desired_gpu_state(annotations, mig_strategy):
     return labels, {GPU_RESOURCE: count}
 
 
+def owned_label(name):
+    """True for the labels GFD and the MIG manager own (``nvidia.com/mig.config`` is the user's choice)."""
+    return (name.startswith(("nvidia.com/gpu.", "nvidia.com/mig-")) or
+            name in ("nvidia.com/mig.strategy", "nvidia.com/mig.capable", MIG_STATE_LABEL))
+
+
+def desired_node(name, annotations, labels, mig_strategy, mig_config=None):
+    """What the device plugin, GFD and (with MIG) the MIG manager make of simulated node ``name``.
+
+    ``annotations``, ``labels``: the node's current ones; ``mig_config``: the MIG manager's mig-parted config
+    (dict) or None (no MIG manager). Returns ``{"labels", "resources": {name: count}, "annotations",
+    "mig_state": None | "success" | "failed", "errors": [str]}``; ``errors`` says why a layout failed.
+    Raises SimulatedNodeError for missing or invalid hardware annotations.
+    """
+    desired_gpu_state(annotations, mig_strategy)  # checks the hardware annotations
+    product = annotations[ANNOTATION_PREFIX + "product"]
+    count = _int_annotation(annotations, "count", required=True)
+    layout = json.loads(annotations.get(LAYOUT_ANNOTATION) or "null")
+    selected = labels.get(MIG_CONFIG_LABEL) if mig_config is not None else None
+    state, errors = None, []
+    if selected is not None:
+        errors = mig_layout.mig_config_errors(mig_config, product, count, "mixed")
+        if not errors and selected not in mig_config.get("mig-configs", {}):
+            errors = ["%s=%s: the MIG manager's config has no such config; it has %s"
+                      % (MIG_CONFIG_LABEL, selected, ", ".join(sorted(mig_config["mig-configs"])))]
+        if not errors:
+            # Like the real MIG manager, this knows no strategy: a layout that does not suit `single` is applied,
+            # and GFD then labels the node <model>-MIG-INVALID.
+            layout = mig_layout.applied_layout(mig_config, selected, product, count)
+        state = "failed" if errors else "success"
+    try:
+        wanted = mig_layout.gfd_mig_labels(product, count, layout, mig_strategy)
+        resources = mig_layout.device_plugin_resources(product, count, layout, mig_strategy)
+        outputs = simulated_nvidia_smi(name, product, count, layout)
+    except mig_layout.MigLayoutError as exc:
+        raise SimulatedNodeError(str(exc))
+    memory_mib = _int_annotation(annotations, "memory-mib", required=False)
+    if memory_mib is not None and not any(layout or []):
+        wanted["nvidia.com/gpu.memory"] = str(memory_mib)
+    if state:
+        wanted[MIG_STATE_LABEL] = state
+    elif mig_config is None and MIG_STATE_LABEL in labels:
+        wanted[MIG_STATE_LABEL] = labels[MIG_STATE_LABEL]  # without the MIG manager's config, keep its word
+    return {"labels": wanted, "resources": resources, "mig_state": state, "errors": errors,
+            "annotations": {LAYOUT_ANNOTATION: json.dumps(layout, sort_keys=True),
+                            NVIDIA_SMI_ANNOTATION: json.dumps(outputs, sort_keys=True)}}
+
+
 def node_patches(current_labels, current_status, labels, resources):
     """Compute the minimal patches that bring a node to ``labels`` and ``resources``.
 
@@ -70,12 +133,16 @@ def node_patches(current_labels, current_status, labels, resources):
     this layer owns.
     """
     label_patch = {k: v for k, v in labels.items() if current_labels.get(k) != v}
+    label_patch.update((k, None) for k in current_labels if owned_label(k) and k not in labels)
     status_patch = {}
-    before = {"labels": {k: current_labels.get(k) for k in sorted(labels)}}
-    after = {"labels": dict(sorted(labels.items()))}
+    keys = sorted(set(labels) | set(label_patch))
+    before = {"labels": {k: current_labels.get(k) for k in keys}}
+    after = {"labels": {k: labels.get(k) for k in keys}}
     for field in ("capacity", "allocatable"):
         current = current_status.get(field) or {}
         wanted = {name: str(count) for name, count in resources.items()}
+        # Accelerator resources of an earlier layout go away (None removes them in a merge patch).
+        wanted.update((name, None) for name in current if name.startswith("nvidia.com/") and name not in resources)
         changed = {name: value for name, value in wanted.items() if current.get(name) != value}
         if changed:
             status_patch[field] = changed

@@ -21,8 +21,17 @@ description:
   - Like GPU feature discovery, C(metadata.labels) get C(nvidia.com/gpu.product), C(.count), C(.memory) (MiB),
     C(.present), C(.family), C(.compute.major/minor), C(nvidia.com/mig.capable) and C(nvidia.com/mig.strategy),
     with the value shapes of real GFD label sets.
-  - Only those keys are touched; other labels and resources stay as they are. Check mode and diff mode
-    report exactly what would change.
+  - With O(mig_config), it is also the MIG manager. A node labelled C(nvidia.com/mig.config=<name>) goes through
+    C(nvidia.com/mig.config.state=pending) to C(success) with the layout of config C(<name>). When that layout
+    cannot be created on the node's GPUs, the state is C(failed) and the node keeps its previous layout, as the
+    real manager does. The resources and labels then follow the strategy, as the device plugin and GFD publish
+    them. C(single) counts MIG devices as C(nvidia.com/gpu) (C(<model>-MIG-INVALID) for a layout unfit for
+    it). C(mixed) gives C(nvidia.com/mig-<profile>) per profile. The node's C(nvidia-smi) outputs, in the real
+    formats, go to annotation C(fairgpu.io/simulated-nvidia-smi), and the layout to
+    C(fairgpu.io/simulated-mig-layout).
+  - Only those keys are touched; other labels and resources stay as they are, except the accelerator resources
+    and GFD labels of an earlier layout, which are removed. Check mode and diff mode report exactly what would
+    change.
   - Never use it on a real cluster, where the GPU Operator owns these fields (role C(gpu_operator), mode C(helm)).
 author:
   - fairgpu maintainers
@@ -39,6 +48,11 @@ options:
     type: str
     choices: [none, single, mixed]
     default: single
+  mig_config:
+    description:
+      - The MIG manager's mig-parted config (C(version), C(mig-configs)), as in its ConfigMap's C(config.yaml).
+        Omitted, MIG is off and the C(nvidia.com/mig.config) label is ignored.
+    type: dict
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -68,6 +82,16 @@ resources:
   returned: success
   type: dict
   sample: {"nvidia.com/gpu": 8}
+mig_state:
+  description: The MIG manager's C(nvidia.com/mig.config.state) after the call; null without a MIG config label.
+  returned: success
+  type: str
+  sample: success
+mig_errors:
+  description: Why the selected MIG config could not be created (empty unless C(mig_state) is C(failed)).
+  returned: success
+  type: list
+  elements: str
 diff:
   description: With C(--diff), the labels, capacity and allocatable before and after (only the keys this module owns).
   returned: when diff mode is on
@@ -82,8 +106,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import (
+    MIG_STATE_LABEL,
     SimulatedNodeError,
-    desired_gpu_state,
+    desired_node,
     node_patches,
 )
 
@@ -100,6 +125,7 @@ def argspec():
     spec.update(
         name=dict(type="str", required=True),
         mig_strategy=dict(type="str", choices=["none", "single", "mixed"], default="single"),
+        mig_config=dict(type="dict"),
     )
     return spec
 
@@ -111,21 +137,29 @@ def run(module, api):
     except ApiException as exc:
         module.fail_json(msg="cannot read node %r: %s %s" % (name, exc.status, exc.reason), node=name)
     metadata, status = node.get("metadata") or {}, node.get("status") or {}
+    annotations, current_labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     try:
-        labels, resources = desired_gpu_state(metadata.get("annotations") or {}, module.params["mig_strategy"])
+        desired = desired_node(name, annotations, current_labels, module.params["mig_strategy"],
+                               module.params["mig_config"])
     except SimulatedNodeError as exc:
         module.fail_json(msg="node %r: %s" % (name, exc), node=name)
-    label_patch, status_patch, diff = node_patches(metadata.get("labels") or {}, status, labels, resources)
-    changed = bool(label_patch or status_patch)
+    labels, resources = desired["labels"], desired["resources"]
+    label_patch, status_patch, diff = node_patches(current_labels, status, labels, resources)
+    annotation_patch = {k: v for k, v in desired["annotations"].items() if annotations.get(k) != v}
+    changed = bool(label_patch or status_patch or annotation_patch)
     if changed and not module.check_mode:
         try:
-            if label_patch:
-                api.patch_node(name=name, body={"metadata": {"labels": label_patch}})
+            if desired["mig_state"] and current_labels.get(MIG_STATE_LABEL) != desired["mig_state"]:
+                # The MIG manager announces its work before it reconfigures the GPUs.
+                api.patch_node(name=name, body={"metadata": {"labels": {MIG_STATE_LABEL: "pending"}}})
             if status_patch:
                 api.patch_node_status(name=name, body={"status": status_patch})
+            if label_patch or annotation_patch:
+                api.patch_node(name=name, body={"metadata": {"labels": label_patch, "annotations": annotation_patch}})
         except ApiException as exc:
             module.fail_json(msg="cannot patch node %r: %s %s" % (name, exc.status, exc.reason), node=name)
-    result = dict(changed=changed, node=name, labels=labels, resources=resources)
+    result = dict(changed=changed, node=name, labels=labels, resources=resources, mig_state=desired["mig_state"],
+                  mig_errors=desired["errors"])
     if module._diff:
         result["diff"] = diff
     module.exit_json(**result)

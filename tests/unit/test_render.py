@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.manifests import kustomize_tree
@@ -45,10 +44,10 @@ def test_same_input_same_bytes():
     assert kustomize_tree(tenant_plan(TEAMS, NODES)["objects"]) == kustomize_tree(tenant_plan(TEAMS, NODES)["objects"])
 
 
-def test_namespaced_object_of_no_tenant_is_refused():
-    stray = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "elsewhere"}}
-    with pytest.raises(ValueError, match="ConfigMap elsewhere/x: its namespace belongs to no tenant of the plan"):
-        kustomize_tree(tenant_plan(TEAMS, NODES)["objects"] + [stray])
+def test_objects_of_platform_namespaces_go_to_base():
+    platform = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig", "namespace": "gpu-operator"}}
+    tree = kustomize_tree(tenant_plan(TEAMS, NODES)["objects"] + [platform])
+    assert "gpu-operator-configmap-mig.yaml" in yaml.safe_load(tree["base/kustomization.yaml"])["resources"]
 
 
 def test_checked_in_example_is_what_render_writes(tmp_path):

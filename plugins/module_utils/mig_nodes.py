@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The ``mig_config`` role's logic: the mig-parted document from the inventory, its check against each node's
+GPUs before any node is labelled, and the check of each node after the MIG manager has worked. Pure logic, no
+cluster access: the caller passes Node objects (API dicts) it read.
+
+Units: GPUs and MIG devices (counts). Upstream rules (profiles, placement, resources, labels): ``mig_layout``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import manifests, mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import ANNOTATION_PREFIX
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+COUNT_LABEL = "nvidia.com/gpu.count"
+STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+def config_document(profile="2g.20gb", per_gpu=2, layouts=None):
+    """fairgpu's mig-parted document: its own layout (``per_gpu`` x ``profile`` on every GPU, named
+    ``mig_layout.fairgpu_config_name``), ``all-disabled``, and the inventory's named ``layouts`` (mig-parted
+    entries by config name; a name of fairgpu's own replaces it). Returns the document; checking it is
+    ``node_errors``' job."""
+    document = mig_layout.fairgpu_mig_config(profile, per_gpu)
+    document["mig-configs"].update(copy.deepcopy(layouts or {}))
+    return document
+
+
+def configmap(document, name, namespace):
+    """The MIG manager's ConfigMap (the GPU Operator's ``migManager.config.name``) holding ``document`` as
+    ``config.yaml``."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "fairgpu"}},
+            "data": {"config.yaml": manifests.to_yaml(document)}}
+
+
+def waiting_nodes(nodes):
+    """Names of the nodes whose MIG manager has not finished (state neither success nor failed)."""
+    return sorted(n["metadata"]["name"] for n in nodes
+                  if (n["metadata"].get("labels") or {}).get(STATE_LABEL) not in ("success", "failed"))
+
+
+def node_gpus(node):
+    """``(product, GPU count)`` of a Node dict: the simulated hardware annotations on the embedded cluster,
+    else GFD's labels with any ``-MIG-<profile>`` suffix of the single strategy removed. Under ``single`` with MIG
+    active GFD's count is the MIG devices' count, so the GPU count is then an upper bound."""
+    metadata = node.get("metadata") or {}
+    annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
+    if ANNOTATION_PREFIX + "product" in annotations:
+        return annotations[ANNOTATION_PREFIX + "product"], int(annotations[ANNOTATION_PREFIX + "count"])
+    product = labels.get(PRODUCT_LABEL, "").split("-MIG-")[0]
+    try:
+        return product, int(labels.get(COUNT_LABEL, "0"))
+    except ValueError:
+        return product, 0
+
+
+def node_errors(document, name, nodes, strategy):
+    """Every reason ``document``'s config ``name`` cannot be applied to ``nodes`` under the GPU Operator's
+    ``strategy``, one message per problem naming the node, GPU model and what to change; [] when it can."""
+    if not nodes:
+        return ["mig_config_node_selector: no node matches; the layout has no GPU to partition"]
+    errors = []
+    for node in nodes:
+        node_name = node["metadata"]["name"]
+        product, count = node_gpus(node)
+        problems = mig_layout.mig_config_errors(document, product, count, strategy)
+        configs = document.get("mig-configs") if isinstance(document, dict) else None
+        if not problems and isinstance(configs, dict) and name not in configs:
+            problems = ["mig_config_selected: %r is not a config of the document; it has %s"
+                        % (name, ", ".join(sorted(configs)))]
+        errors.extend("node %s (%d x %s): %s" % (node_name, count, product, problem) for problem in problems)
+    return errors
+
+
+def expected_resources(document, name, node, strategy):
+    """``{resource: count}`` the device plugin advertises on ``node`` once config ``name`` is applied."""
+    product, count = node_gpus(node)
+    layout = mig_layout.applied_layout(document, name, product, count)
+    return mig_layout.device_plugin_resources(product, count, layout, strategy)
+
+
+def node_result_errors(document, name, nodes, strategy):
+    """After the MIG manager: each node must be in state ``success``, advertise the expected resources and not
+    be labelled ``<model>-MIG-INVALID``. Returns one message per problem; [] when every node is as expected."""
+    errors = []
+    for node in nodes:
+        node_name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        state = labels.get(STATE_LABEL)
+        if state != "success":
+            errors.append("node %s: %s is %r, not success" % (node_name, STATE_LABEL, state))
+            continue
+        if labels.get(PRODUCT_LABEL, "").endswith("-MIG-INVALID"):
+            errors.append("node %s: GPU feature discovery labels it %s: the layout does not suit the %s strategy "
+                          "(one profile on every GPU)" % (node_name, labels[PRODUCT_LABEL], strategy))
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource, count in sorted(expected_resources(document, name, node, strategy).items()):
+            have = allocatable.get(resource)
+            if have is None or int(have) != count:
+                errors.append("node %s: advertises %s %s, expected %d" % (node_name, resource, have, count))
+    return errors

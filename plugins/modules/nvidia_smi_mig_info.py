@@ -1,0 +1,188 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: nvidia_smi_mig_info
+short_description: Read a node's MIG state from nvidia-smi and check it against a mig-parted layout
+version_added: 0.1.0
+description:
+  - Reads C(nvidia-smi -L), C(nvidia-smi mig -lgi), C(nvidia-smi mig -lci) and C(nvidia-smi
+    --query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total --format=csv). It returns the
+    GPU / GPU instance / compute instance tree, the MIG mode of each GPU, the MIG devices per profile, and the
+    resources the NVIDIA device plugin exposes for that state under the C(single) and C(mixed) strategies.
+  - "The outputs come from one of three sources, in this order. O(outputs) gives them directly. O(node) reads
+    them from a simulated node of the embedded cluster (annotation C(fairgpu.io/simulated-nvidia-smi), written by
+    C(fairgpu.tenancy.simulated_gpu_node)). Otherwise the module runs O(nvidia_smi) where it runs: on a GPU host,
+    or with C(delegate_to) a host that can run it, or inside the GPU Operator's driver pod through
+    C(kubernetes.core.k8s_exec), whose stdout can be passed as O(outputs)."
+  - With O(expected_config) and O(expected_name) it reports whether the node carries that layout.
+  - Read-only; check mode runs it in full.
+author:
+  - fairgpu maintainers
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+options:
+  outputs:
+    description:
+      - nvidia-smi stdout by command, keys C(-L) (required), C(mig -lgi), C(mig -lci) and the query command above.
+    type: dict
+  node:
+    description: A simulated node of the embedded cluster whose nvidia-smi outputs to read.
+    type: str
+  nvidia_smi:
+    description: The nvidia-smi command to run when neither O(outputs) nor O(node) is given.
+    type: path
+    default: nvidia-smi
+  expected_config:
+    description: A mig-parted config (C(version), C(mig-configs)) to check the node against.
+    type: dict
+  expected_name:
+    description: The config of O(expected_config) the node should carry (its C(nvidia.com/mig.config) label).
+    type: str
+requirements:
+  - kubernetes >= 24.2.0 (only with O(node))
+"""
+
+EXAMPLES = r"""
+- name: Check a simulated node against fairgpu's layout
+  fairgpu.tenancy.nvidia_smi_mig_info:
+    node: gpu-node-0
+    expected_config: "{{ mig_config_document }}"
+    expected_name: fairgpu-2x2g.20gb
+  register: mig
+
+- name: On a GPU host
+  fairgpu.tenancy.nvidia_smi_mig_info:
+  delegate_to: gpu-host-1
+"""
+
+RETURN = r"""
+product:
+  description: The GPU model as GFD names it (C(nvidia.com/gpu.product) without MIG), e.g. C(NVIDIA-H100-80GB-HBM3).
+  returned: always
+  type: str
+gpus:
+  description:
+    - "The tree: one item per GPU C({index, name, uuid, gpu_instances: [{id, profile, profile_id, placement:
+      {start, size}, compute_instances: [{id, profile, profile_id, uuid}]}]})."
+  returned: always
+  type: list
+  elements: dict
+mig_enabled:
+  description: Per GPU index, whether MIG is enabled.
+  returned: always
+  type: list
+  elements: bool
+layout:
+  description: "Per GPU index, C({profile: MIG devices}), C({}) for MIG enabled without devices, null for MIG disabled."
+  returned: always
+  type: list
+profile_counts:
+  description: MIG devices on the node per profile.
+  returned: always
+  type: dict
+  sample: {"2g.20gb": 16}
+resources:
+  description: "The device plugin's resources for this state, C({single: {name: count}, mixed: {name: count}})."
+  returned: always
+  type: dict
+  sample: {"single": {"nvidia.com/gpu": 16}, "mixed": {"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 16}}
+matches:
+  description: Whether every GPU carries the layout of O(expected_name).
+  returned: with O(expected_config)
+  type: bool
+mismatches:
+  description: One message per GPU that differs from the expected layout.
+  returned: with O(expected_config)
+  type: list
+  elements: str
+outputs:
+  description: The nvidia-smi outputs read, by command.
+  returned: always
+  type: dict
+"""
+
+import copy
+import json
+
+from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_info import COMMANDS, mig_info
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import MigLayoutError
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import NvidiaSmiParseError
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import NVIDIA_SMI_ANNOTATION
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError
+except ImportError:
+    pass  # AnsibleK8SModule reports the missing kubernetes library
+
+
+def argspec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        outputs=dict(type="dict"),
+        node=dict(type="str"),
+        nvidia_smi=dict(type="path", default="nvidia-smi"),
+        expected_config=dict(type="dict"),
+        expected_name=dict(type="str"),
+    )
+    return spec
+
+
+def from_node(module):
+    name = module.params["node"]
+    try:
+        client = get_api_client(module)
+        node = client.get(client.resource("Node", "v1"), name=name).to_dict()
+    except DynamicApiError as exc:
+        module.fail_json(msg="cannot read node %r: %s %s" % (name, exc.status, exc.reason))
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(NVIDIA_SMI_ANNOTATION)
+    if raw is None:
+        module.fail_json(msg="node %r has no annotation %s: it is not a simulated node whose GPUs were published by "
+                             "simulated_gpu_node; on a real node give outputs or run nvidia-smi" % (name, NVIDIA_SMI_ANNOTATION))
+    return json.loads(raw)
+
+
+def from_command(module):
+    outputs = {}
+    for command in COMMANDS:
+        rc, stdout, stderr = module.run_command([module.params["nvidia_smi"]] + command.split())
+        if rc != 0 and command == "-L":
+            module.fail_json(msg="%s -L failed (rc %d): %s" % (module.params["nvidia_smi"], rc, stderr.strip()))
+        # `mig -lgi` and `-lci` exit non-zero on a GPU without MIG; their message is the answer.
+        outputs[command] = stdout
+    return outputs
+
+
+def main():
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True,
+                              mutually_exclusive=[("outputs", "node")],
+                              required_together=[("expected_config", "expected_name")])
+    params = module.params
+    try:
+        if params["outputs"] is not None:
+            outputs = params["outputs"]
+        elif params["node"]:
+            outputs = from_node(module)
+        else:
+            outputs = from_command(module)
+        result = mig_info(outputs, params["expected_config"], params["expected_name"])
+    except (NvidiaSmiParseError, MigLayoutError) as exc:
+        module.fail_json(msg=str(exc))
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    module.exit_json(changed=False, outputs=outputs, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The MIG path's logic around mig_layout: the mig_config role's document and node checks, the simulated MIG
+manager, nvidia_smi_mig_info's summary, the MIG capacity of node pools and the MIG scenario's judge."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import cluster_spec, mig_info, mig_nodes, simulated_node
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import mig_result
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+DOC = mig_nodes.config_document()
+NAME = "fairgpu-2x2g.20gb"
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "nvidia-smi")
+
+
+def node(name="gpu-node-0", labels=None, product=H100, count=8, allocatable=None):
+    return {"metadata": {"name": name, "labels": dict(labels or {}),
+                         "annotations": {"fairgpu.io/simulated-gpu-product": product,
+                                         "fairgpu.io/simulated-gpu-count": str(count)}},
+            "status": {"allocatable": dict(allocatable or {})}}
+
+
+def test_document_holds_the_tasks_layout_and_more():
+    assert DOC["version"] == "v1"
+    assert DOC["mig-configs"][NAME] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 2}}]
+    assert DOC["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+    more = mig_nodes.config_document(layouts={"one-big": [{"devices": "all", "mig-enabled": True,
+                                                           "mig-devices": {"7g.80gb": 1}}]})
+    assert sorted(more["mig-configs"]) == ["all-disabled", "fairgpu-2x2g.20gb", "one-big"]
+    assert mig_nodes.configmap(DOC, "cm", "gpu-operator")["data"]["config.yaml"].startswith("mig-configs:\n")
+
+
+@pytest.mark.parametrize("layout, message", [
+    # The original task's format: mig-devices keyed by GPU index with gi-profile.
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"0": {"gi-profile": "2g.20gb"}}}], "mig-devices"),
+    ([{"devices": 7, "mig-enabled": True, "mig-devices": {"2g.20gb": 2}}], "devices"),
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.10gb": 2}}],
+     "does not offer MIG profile '2g.10gb'; valid profiles are 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb"),
+    ([{"devices": [8], "mig-enabled": True, "mig-devices": {"2g.20gb": 2}}], "8"),
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2, "1g.10gb": 1}}], "3g.40gb"),
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {}}], "no"),
+])
+def test_bad_layouts_name_node_model_and_reason(layout, message):
+    document = mig_nodes.config_document(layouts={"bad": layout})
+    errors = mig_nodes.node_errors(document, "bad", [node()], "mixed")
+    assert errors and all(e.startswith("node gpu-node-0 (8 x NVIDIA-H100-80GB-HBM3): ") for e in errors)
+    assert any(message in e for e in errors), errors
+
+
+def test_single_strategy_refuses_mixed_profiles_and_unknown_names():
+    document = mig_nodes.config_document(layouts={"mixed-sizes": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "2g.20gb": 2}}]})
+    assert any("single" in e for e in mig_nodes.node_errors(document, "mixed-sizes", [node()], "single"))
+    assert mig_nodes.node_errors(DOC, "nope", [node()], "mixed") == [
+        "node gpu-node-0 (8 x NVIDIA-H100-80GB-HBM3): mig_config_selected: 'nope' is not a config of the document; "
+        "it has all-disabled, fairgpu-2x2g.20gb"]
+    assert mig_nodes.node_errors(DOC, NAME, [], "mixed")[0].startswith("mig_config_node_selector: no node matches")
+    assert mig_nodes.node_errors(DOC, NAME, [node(), node("gpu-node-1")], "mixed") == []
+
+
+def test_simulated_mig_manager_applies_or_fails_and_keeps_the_old_layout():
+    applied = simulated_node.desired_node("gpu-node-0", node()["metadata"]["annotations"],
+                                          {"nvidia.com/mig.config": NAME}, "mixed", DOC)
+    assert applied["mig_state"] == "success" and applied["errors"] == []
+    assert applied["resources"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 16}
+    assert applied["labels"]["nvidia.com/mig-2g.20gb.count"] == "16"
+    assert applied["labels"]["nvidia.com/mig.config.state"] == "success"
+    annotations = dict(node()["metadata"]["annotations"], **applied["annotations"])
+    bad = mig_nodes.config_document(layouts={"bad": [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": {"2g.10gb": 3}}]})
+    failed = simulated_node.desired_node("gpu-node-0", annotations, {"nvidia.com/mig.config": "bad"}, "mixed", bad)
+    assert failed["mig_state"] == "failed" and "2g.10gb" in failed["errors"][0]
+    assert failed["resources"] == applied["resources"], "a failed layout leaves the GPUs as they were"
+    # Without the MIG manager's document (the gpu_operator role's pass) the layout and the state stay.
+    again = simulated_node.desired_node("gpu-node-0", annotations, {"nvidia.com/mig.config.state": "success"}, "mixed")
+    assert again["resources"] == applied["resources"] and again["labels"]["nvidia.com/mig.config.state"] == "success"
+
+
+def test_node_patches_remove_what_an_old_layout_left():
+    labels, status, _ = simulated_node.node_patches(
+        {"nvidia.com/mig-1g.10gb.count": "56", "nvidia.com/mig.config": NAME, "other": "x"},
+        {"allocatable": {"nvidia.com/mig-1g.10gb": "56", "cpu": "96"}},
+        {"nvidia.com/mig-2g.20gb.count": "16"}, {"nvidia.com/mig-2g.20gb": 16})
+    assert labels == {"nvidia.com/mig-2g.20gb.count": "16", "nvidia.com/mig-1g.10gb.count": None}
+    assert status["allocatable"] == {"nvidia.com/mig-2g.20gb": "16", "nvidia.com/mig-1g.10gb": None}
+
+
+def test_nvidia_smi_summary_matches_the_applied_layout():
+    layout = [{"2g.20gb": 2}] * 8
+    info = mig_info.mig_info(simulated_nvidia_smi("gpu-node-0", H100, 8, layout), DOC, NAME)
+    assert info["product"] == H100 and info["matches"] and info["mismatches"] == []
+    assert info["profile_counts"] == {"2g.20gb": 16} and info["mig_enabled"] == [True] * 8
+    assert info["resources"] == {"single": {"nvidia.com/gpu": 16},
+                                 "mixed": {"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 16}}
+    assert sum(len(g["gpu_instances"]) for g in info["gpus"]) == 16
+    off = mig_info.mig_info(simulated_nvidia_smi("gpu-node-0", H100, 8, None), DOC, NAME)
+    assert not off["matches"] and off["mismatches"][0] == (
+        "GPU 0: fairgpu-2x2g.20gb expects 2 x 2g.20gb, nvidia-smi shows MIG disabled")
+
+
+def test_nvidia_smi_summary_of_a_real_node():
+    with open(os.path.join(FIXTURES, "L-h100-80gb-mixed-all-balanced.txt")) as handle:
+        listing = "".join(line for line in handle if not line.startswith("#"))
+    info = mig_info.mig_info({"-L": listing})
+    assert info["product"] == H100
+    assert info["resources"]["mixed"]["nvidia.com/gpu"] == 0
+    assert all(count > 0 for count in info["profile_counts"].values())
+
+
+def test_pool_capacity_on_the_mig_path():
+    pools = [{"name": "gpu", "count": 2, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti"}]
+    assert cluster_spec.pool_capacity(pools, "mixed", DOC, NAME)["nvidia.com/mig-2g.20gb"] == 32
+    assert "nvidia.com/gpu" not in cluster_spec.pool_capacity(pools, "mixed", DOC, NAME)
+    assert cluster_spec.pool_capacity(pools)["nvidia.com/gpu"] == 16
+    nodes = cluster_spec.pool_gpu_nodes(pools, "mixed", DOC, NAME)
+    assert nodes[0]["status"]["allocatable"]["nvidia.com/mig-2g.20gb"] == "16"
+    assert mig_nodes.node_result_errors(DOC, NAME, [node(labels={"nvidia.com/mig.config.state": "success"},
+                                                         allocatable=nodes[0]["status"]["allocatable"])], "mixed") == []
+    assert mig_nodes.node_result_errors(DOC, NAME, [node(labels={"nvidia.com/mig.config.state": "failed"})], "mixed") == [
+        "node gpu-node-0: nvidia.com/mig.config.state is 'failed', not success"]
+
+
+def test_mig_scenario_judge():
+    tenants = [{"name": t, "namespaces": [t], "gpu_resource": "nvidia.com/mig-2g.20gb"} for t in ("team-a", "team-b")]
+    admitted = {t["name"]: {"queues": {t["name"]: {"admitted_workloads": 2}}} for t in tenants}
+    waiting = {"name": "job-fairgpu-val-mig-team-a-2", "job": "fairgpu-val-mig-team-a-2", "cluster_queue": "team-a",
+               "state": "pending", "conditions": {"QuotaReserved": {"message": "insufficient unused quota"}}}
+    pod = {"metadata": {"name": "p", "namespace": "team-a"}, "spec": {"nodeName": "n", "containers": [
+        {"resources": {"requests": {"nvidia.com/mig-2g.20gb": "1", "nvidia.com/gpu": "0"}}}]}}
+    pods = [pod, pod, dict(pod, metadata={"name": "q", "namespace": "team-b"}),
+            dict(pod, metadata={"name": "r", "namespace": "team-b"})]
+    result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, admitted, {"workloads": [waiting]},
+                        {"workloads": []}, pods)
+    assert all(c["passed"] for c in result["checks"]), result["checks"]
+    whole_gpu = json.loads(json.dumps(pod))
+    whole_gpu["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, admitted, {"workloads": [waiting]},
+                        {"workloads": []}, [pod, whole_gpu] + pods[2:])
+    assert not result["checks"][1]["passed"]
+    smi = {"p": [{"mig_devices": [{"uuid": "MIG-1"}]}], "q": [{"mig_devices": [{"uuid": "MIG-1"}]}]}
+    result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, admitted, {"workloads": [waiting]},
+                        {"workloads": []}, pods, smi)
+    assert not result["checks"][-1]["passed"], "two pods seeing one MIG device is a failure"
