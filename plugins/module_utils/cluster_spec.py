@@ -14,7 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS, gfd_labels
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label, is_whole_number
 
@@ -91,28 +92,42 @@ def node_pool_nodes(pools):
     return nodes
 
 
-def pool_gpu_nodes(pools, mig_strategy="single"):
+def _accelerators(node, mig_strategy, mig_config, mig_config_name):
+    """``(GFD labels, {resource: count})`` of one expanded pool node, with MIG config ``mig_config_name`` of the
+    mig-parted document ``mig_config`` applied (None: MIG disabled)."""
+    product, count = node["gpu_product"], node["gpu_count"]
+    layout = mig_layout.applied_layout(mig_config, mig_config_name, product, count) if mig_config else None
+    labels = mig_layout.gfd_mig_labels(product, count, layout, mig_strategy)
+    if node.get("gpu_memory_mib") and not layout:
+        labels["nvidia.com/gpu.memory"] = str(node["gpu_memory_mib"])
+    return labels, mig_layout.device_plugin_resources(product, count, layout, mig_strategy)
+
+
+def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_name=None):
     """The Node objects (API dicts: name, GFD labels, allocatable) that valid pools become once the GPU
-    operator's feature discovery and device plugin have run, with whole GPUs (MIG disabled). What
-    ``tenant_plan`` reads from a live cluster, for planning a cluster that is not reachable (rendering)."""
-    return [
-        {"metadata": {"name": node["name"],
-                      "labels": gfd_labels(node["gpu_product"], node["gpu_count"], mig_strategy,
-                                           node.get("gpu_memory_mib"))},
-         "status": {"allocatable": {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"]),
-                                    "nvidia.com/gpu": str(node["gpu_count"])}}}
-        for node in node_pool_nodes(pools)
-    ]
+    operator's feature discovery and device plugin (and, with ``mig_config``, its MIG manager) have run. What
+    ``tenant_plan`` reads from a live cluster, for planning a cluster that is not reachable (rendering).
+    Raises MigLayoutError for a MIG config that does not fit the pools' GPUs."""
+    nodes = []
+    for node in node_pool_nodes(pools):
+        labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
+        allocatable = {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"])}
+        allocatable.update((name, str(count)) for name, count in resources.items())
+        nodes.append({"metadata": {"name": node["name"], "labels": labels}, "status": {"allocatable": allocatable}})
+    return nodes
 
 
-def pool_capacity(pools):
-    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes:
-    ``{"nvidia.com/gpu": GPUs, "cpu": millicores, "memory": bytes}``."""
-    return {
-        "nvidia.com/gpu": total_gpus(pools),
-        "cpu": int(sum(pool["count"] * parse_quantity(pool["cpu"]) * 1000 for pool in pools)),
-        "memory": int(sum(pool["count"] * parse_quantity(pool["memory"]) for pool in pools)),
-    }
+def pool_capacity(pools, mig_strategy="single", mig_config=None, mig_config_name=None):
+    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes: ``{accelerator resource:
+    devices, "cpu": millicores, "memory": bytes}`` (with ``mig_config``: once its config ``mig_config_name`` is
+    applied). Raises MigLayoutError for a MIG config that does not fit the pools' GPUs."""
+    capacity = {"cpu": int(sum(pool["count"] * parse_quantity(pool["cpu"]) * 1000 for pool in pools)),
+                "memory": int(sum(pool["count"] * parse_quantity(pool["memory"]) for pool in pools))}
+    for node in node_pool_nodes(pools):
+        for name, count in _accelerators(node, mig_strategy, mig_config, mig_config_name)[1].items():
+            if count:
+                capacity[name] = capacity.get(name, 0) + count
+    return capacity
 
 
 def total_gpus(pools):
