@@ -79,7 +79,7 @@ def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
     checks.append(_check("every Job succeeded (none lost)", expected, len(succeeded), len(succeeded) == expected))
     return {
         "name": "baseline",
-        "title": "Baseline: %d one-GPU Jobs per tenant" % jobs_per_tenant,
+        "title": "Baseline: %d Jobs of one %s per tenant" % (jobs_per_tenant, tenants[0]["gpu_resource"]),
         "checks": checks,
         "metrics": {"admission_seconds": {name: result["elapsed"] for name, result in sorted(admitted.items())}},
         "timeline": finished.get("timeline", []),
@@ -151,3 +151,62 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
         "timeline": flooded.get("timeline", []) + arrived.get("timeline", []) + finished.get("timeline", []),
     }
 
+
+
+def _device_requests(pod, resource):
+    """``(devices of resource, whole GPUs)`` a Pod dict asks for, summed over its containers."""
+    devices = gpus = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        devices += int(requests.get(resource, 0))
+        gpus += int(requests.get("nvidia.com/gpu", 0)) if resource != "nvidia.com/gpu" else 0
+    return devices, gpus
+
+
+def mig_result(tenants, guaranteed, extra, admitted, held, finished, pods, smi=None):
+    """Judge the MIG scenario: every tenant runs ``guaranteed[tenant]`` one-device Jobs of its MIG profile; the
+    first also asks for ``extra`` more than its quota.
+
+    ``admitted``: per tenant, ``kueue_admission_info`` once its guaranteed Jobs were admitted; ``held``: the
+    first tenant's info once Kueue judged its extra Jobs; ``finished``: after all finished; ``pods``: the pods of
+    the admitted Jobs as read while they ran (Pod dicts); ``smi``: on a GPU host, ``{pod name: parse_list
+    output}`` of ``nvidia-smi -L`` in each pod (None on the embedded cluster).
+    """
+    first = tenants[0]
+    checks = []
+    for tenant in tenants:
+        queue = admitted[tenant["name"]]["queues"][tenant["name"]]
+        want = guaranteed[tenant["name"]]
+        checks.append(_check("%s: its %d Jobs of one %s admitted" % (tenant["name"], want, tenant["gpu_resource"]),
+                             want, queue["admitted_workloads"], queue["admitted_workloads"] >= want))
+        mine = [p for p in pods if p["metadata"]["namespace"] in tenant["namespaces"]]
+        whole = [p["metadata"]["name"] for p in mine if _device_requests(p, tenant["gpu_resource"]) == (1, 0)
+                 and (p.get("spec") or {}).get("nodeName")]
+        checks.append(_check("%s: each running pod is bound to one whole %s device and no whole GPU"
+                             % (tenant["name"], tenant["gpu_resource"]), len(mine), len(whole),
+                             len(whole) == len(mine) == want))
+    waiting = [w for w in _scenario_workloads(held, "mig") if w["cluster_queue"] == first["name"]
+               and w["state"] == "pending"]
+    reasons = sorted({(w["conditions"].get("QuotaReserved") or {}).get("message", "") for w in waiting})
+    checks.append(_check("%s: its Jobs above its quota (%d) wait, with Kueue's reason" % (first["name"], extra),
+                         extra, "%d waiting: %s" % (len(waiting), "; ".join(reasons) or "none"),
+                         len(waiting) == extra and all("insufficient" in r for r in reasons)))
+    workloads = _scenario_workloads(finished, "mig")
+    preempted = sorted(w["name"] for w in _preempted(workloads))
+    checks.append(_check("workloads preempted", [], preempted, not preempted))
+    if smi is not None:
+        seen = {}
+        for pod, gpus in sorted(smi.items()):
+            devices = [d["uuid"] for g in gpus for d in g["mig_devices"]]
+            seen[pod] = devices
+        shared = sorted({u for u in sum(seen.values(), []) if sum(u in d for d in seen.values()) > 1})
+        checks.append(_check("nvidia-smi -L in each pod: exactly one MIG device, none shared",
+                             "1 each, none shared", {p: len(d) for p, d in seen.items()},
+                             all(len(d) == 1 for d in seen.values()) and not shared))
+    return {
+        "name": "mig",
+        "title": "MIG: each tenant on whole %s devices" % ", ".join(sorted({t["gpu_resource"] for t in tenants})),
+        "checks": checks,
+        "metrics": {"simulated_devices": smi is None},
+        "timeline": finished.get("timeline", []),
+    }
