@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
-	@echo "make test       unit tests, lint, integration tests on an embedded cluster, molecule"
+	@echo "make test       unit tests, lint, integration tests on an embedded cluster, molecule (kueue and mig)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
 
@@ -60,6 +60,7 @@ integration: setup toolchain
 
 molecule: setup toolchain
 	$(BIN)/molecule test -s default
+	$(BIN)/molecule test -s mig
 
 bench: setup toolchain
 	mkdir -p results
