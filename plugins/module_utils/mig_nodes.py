@@ -13,9 +13,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import manifests, mig_layout
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import ANNOTATION_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import manifests, mig_layout, nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import ANNOTATION_PREFIX, NVIDIA_SMI_ANNOTATION
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
@@ -61,16 +62,33 @@ def node_gpus(node):
         return product, 0
 
 
-def node_errors(document, name, nodes, strategy):
+def node_catalogue(node, product, lgip=None):
+    """The node's own MIG profile catalogue, the authority over the built-in one: from ``lgip`` (its
+    ``nvidia-smi mig -lgip`` stdout) or, on the embedded cluster, from the simulated nvidia-smi annotation;
+    None when neither lists profiles (MIG still disabled everywhere)."""
+    if lgip is None:
+        outputs = ((node.get("metadata") or {}).get("annotations") or {}).get(NVIDIA_SMI_ANNOTATION)
+        lgip = json.loads(outputs).get("mig -lgip") if outputs else None
+    profiles = nvidia_smi.parse_gpu_instance_profiles(lgip) if lgip else []
+    return mig_layout.catalogue_from_lgip(profiles, product) if profiles else None
+
+
+def node_errors(document, name, nodes, strategy, lgip=None):
     """Every reason ``document``'s config ``name`` cannot be applied to ``nodes`` under the GPU Operator's
-    ``strategy``, one message per problem naming the node, GPU model and what to change; [] when it can."""
+    ``strategy``, one message per problem naming the node, GPU model and what to change; [] when it can.
+    ``lgip``: ``{node name: nvidia-smi mig -lgip stdout}`` where known (``node_catalogue``)."""
     if not nodes:
         return ["mig_config_node_selector: no node matches; the layout has no GPU to partition"]
     errors = []
     for node in nodes:
         node_name = node["metadata"]["name"]
         product, count = node_gpus(node)
-        problems = mig_layout.mig_config_errors(document, product, count, strategy)
+        try:
+            catalogue = node_catalogue(node, product, (lgip or {}).get(node_name))
+        except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError) as exc:
+            errors.append("node %s: its nvidia-smi mig -lgip output cannot be read: %s" % (node_name, exc))
+            continue
+        problems = mig_layout.mig_config_errors(document, product, count, strategy, catalogue)
         configs = document.get("mig-configs") if isinstance(document, dict) else None
         if not problems and isinstance(configs, dict) and name not in configs:
             problems = ["mig_config_selected: %r is not a config of the document; it has %s"

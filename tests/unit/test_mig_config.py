@@ -144,3 +144,19 @@ def test_mig_scenario_judge():
     result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, admitted, {"workloads": [waiting]},
                         {"workloads": []}, pods, smi)
     assert not result["checks"][-1]["passed"], "two pods seeing one MIG device is a failure"
+
+
+def test_the_nodes_own_profile_list_is_the_authority():
+    with open(os.path.join(FIXTURES, "mig-lgip-h100-pcie-r570-wide.txt")) as handle:
+        lgip = "".join(line for line in handle if not line.startswith("#"))
+    pcie = node(product="NVIDIA-H100-PCIe", count=1)
+    # A driver that names the profile otherwise (as 7g.79gb / 7g.80gb differ between drivers): its list wins.
+    renamed = lgip.replace("2g.20gb", "2g.24gb")
+    document = {"version": "v1", "mig-configs": {"renamed": [{"devices": "all", "mig-enabled": True,
+                                                              "mig-devices": {"2g.24gb": 2}}]}}
+    assert mig_nodes.node_errors(document, "renamed", [pcie], "mixed", {"gpu-node-0": renamed}) == []
+    assert "does not offer MIG profile '2g.24gb'" in mig_nodes.node_errors(document, "renamed", [pcie], "mixed")[0]
+    assert mig_nodes.node_catalogue(pcie, "NVIDIA-H100-PCIe", lgip) is not None
+    assert mig_nodes.node_catalogue(pcie, "NVIDIA-H100-PCIe") is None, "no -lgip known: the built-in catalogue"
+    assert mig_nodes.node_errors(DOC, NAME, [pcie], "mixed", {"gpu-node-0": "garbage"})[0].startswith(
+        "node gpu-node-0: its nvidia-smi mig -lgip output cannot be read")
