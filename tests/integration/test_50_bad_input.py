@@ -92,7 +92,7 @@ def test_kubeconfig_that_does_not_answer(tmp_path):
 
 def test_unknown_path(cluster):
     run = playbook("site.yml", "-e", "path=gpu")
-    assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue (path mig is not built yet)" in run.messages()
+    assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
 
 
 
