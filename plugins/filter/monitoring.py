@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring, monitoring_checks
 
 
 def _rules(rules_text, overrides=None):
@@ -26,6 +26,13 @@ def _local_config(cluster, **kwargs):
         raise AnsibleFilterError(str(exc))
 
 
+def _seconds(text):
+    try:
+        return monitoring.duration_seconds(text)
+    except monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -36,4 +43,9 @@ class FilterModule(object):
             "monitoring_local_config": _local_config,
             "monitoring_helm_objects": monitoring.helm_objects,
             "monitoring_chart_values": monitoring.chart_values,
+            "monitoring_duration_seconds": _seconds,
+            "monitoring_alert_result": monitoring_checks.alert_result,
+            "monitoring_alert_spans": monitoring_checks.alert_spans,
+            "monitoring_series": lambda matrix, label: {k: [[t, v] for t, v in points] for k, points
+                                                        in monitoring_checks.series_by(matrix, label).items()},
         }

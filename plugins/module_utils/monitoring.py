@@ -102,7 +102,7 @@ def tenant_relabelings(tenants, style="prometheus", source="exported_namespace")
     metricRelabelings keys)."""
     by_tenant = {}
     for namespace, tenant in sorted(tenant_namespaces(tenants).items()):
-        by_tenant.setdefault(tenant, []).append(re.escape(namespace))
+        by_tenant.setdefault(tenant, []).append(namespace)  # DNS labels: no regex metacharacters
     rules = []
     for tenant, namespaces in sorted(by_tenant.items()):
         rule = {"source_labels": [source], "regex": "|".join(namespaces), "target_label": "tenant",
