@@ -32,9 +32,9 @@ FIXTURE = os.path.join(ROOT, "tests", "unit", "fixtures", "dcgm", "a100-40gb-mig
 
 
 def prometheus(path, **params):
-    """``data`` of a Prometheus HTTP API answer (POST form, as Grafana sends queries)."""
-    body = urllib.parse.urlencode(params).encode() if params else None
-    with urllib.request.urlopen(PROMETHEUS + path, data=body, timeout=10) as answer:
+    """``data`` of a Prometheus HTTP API answer to a GET."""
+    url = PROMETHEUS + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    with urllib.request.urlopen(url, timeout=10) as answer:
         document = json.load(answer)
     assert document["status"] == "success", document
     return document["data"]
