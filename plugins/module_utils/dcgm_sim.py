@@ -15,7 +15,8 @@ real scrape in ``tests/unit/test_dcgm_sim.py`` (``shared/fixtures/dcgm/``):
 Labels, in dcgm-exporter's order: ``gpu`` (index on the node), ``UUID``, ``device`` (``nvidia<gpu>``),
 ``modelName`` (nvidia-smi's name), ``GPU_I_PROFILE`` and ``GPU_I_ID`` (MIG instances only), ``Hostname``,
 ``DCGM_FI_DRIVER_VERSION``, then ``container``, ``namespace``, ``pod`` of the pod holding the device, empty strings
-for a free device. ``Hostname`` is the node's name (dcgm-exporter takes ``NODE_NAME`` when set, its pod's host name
+for a free device (``device_labels`` keeps this order; prometheus_client prints labels sorted by name, which changes
+nothing for Prometheus). ``Hostname`` is the node's name (dcgm-exporter takes ``NODE_NAME`` when set, its pod's host name
 otherwise). UUIDs and names are those of the simulated nvidia-smi (``simulated_nvidia_smi``).
 
 The values follow the pod's annotations, which the validate role's load Jobs set from their arguments:
