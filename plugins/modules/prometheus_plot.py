@@ -40,7 +40,9 @@ options:
     elements: dict
     required: true
   spans:
-    description: Time ranges shaded on every plot, C({label, start, end}) in Unix seconds (for example while an alert fired).
+    description:
+      - Time ranges shaded on every plot, C({label, start, end, color}) in Unix seconds (for example while an alert was
+        pending or fired); C(color) is a matplotlib colour name, red when missing.
     type: list
     elements: dict
     default: []
@@ -95,8 +97,8 @@ def draw(path, title, start, panels, spans):
         for name, value in sorted((panel.get("dashed") or {}).items()):
             ax.axhline(float(value), color=colours[name], linestyle="--", linewidth=1, label="%s guaranteed" % name)
         for span in spans:
-            ax.axvspan(float(span["start"]) - start, float(span["end"]) - start, color="red", alpha=0.12,
-                       label=span["label"])
+            ax.axvspan(float(span["start"]) - start, float(span["end"]) - start, color=span.get("color") or "red",
+                       alpha=0.12, label=span["label"])
         ax.set_title(panel["title"], fontsize=10)
         ax.set_ylabel(panel.get("ylabel", ""))
         ax.grid(True, alpha=0.3)

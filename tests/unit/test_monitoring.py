@@ -162,3 +162,17 @@ def test_report_shows_the_scenarios_prometheus_plots():
     page = report_markdown(report_document("c", [], [scenario], "now"), {})
     assert "![From Prometheus](flood-prometheus.png)" in page
     assert "over guarantee for = 115s (the shipped rule file says 5m" in page
+
+
+def test_pending_spans_and_the_plot(tmp_path):
+    from ansible_collections.fairgpu.tenancy.plugins.modules.prometheus_plot import draw
+
+    matrix = [alerts_series("team-a", "pending", range(1005, 1120, 5)), alerts_series("team-a", "firing", [1120, 1125])]
+    pending = monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a", "5s", "pending")
+    assert pending == [{"start": 1005.0, "end": 1115.0}]
+    path = tmp_path / "flood-prometheus.png"
+    assert draw(str(path), "flood", 1000.0, [
+        {"title": "held", "ylabel": "GPUs", "series": {"team-a": [[1000, 0], [1005, 16]]}, "dashed": {"team-a": 8}},
+        {"title": "pending", "series": {"team-a": [[1000, "4"]]}}],
+        [dict(pending[0], label="pending", color="orange"), {"start": 1120, "end": 1125, "label": "firing"}])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
