@@ -15,7 +15,7 @@ import urllib.request
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import CLUSTER, ROOT, VARS, playbook
+from conftest import CLUSTER, ROOT, VARS, playbook, wait_until
 from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard
 
 with open(VARS) as _handle:
@@ -90,8 +90,12 @@ def test_simulated_exporter_speaks_like_dcgm_exporter(cluster):
         assert len(family.samples) == 16 and all(set(s.labels) == whole_gpu for s in family.samples)
         if name in real:
             assert (family.type, family.documentation) == (real[name].type, real[name].documentation)
-    free = ours["DCGM_FI_DEV_FB_FREE"].samples[0]
-    assert free.value == 81559  # an idle H100 80GB HBM3, in MiB
+    # Every device adds up to an H100 80GB HBM3's 81559 MiB; a device no pod holds uses none of it. (Pods of
+    # earlier tests may still hold some GPUs: they hold at least a CUDA context's 512 MiB.)
+    used = {s.labels["UUID"]: (s.labels["pod"], s.value) for s in ours["DCGM_FI_DEV_FB_USED"].samples}
+    for sample in ours["DCGM_FI_DEV_FB_FREE"].samples:
+        pod, value = used[sample.labels["UUID"]]
+        assert sample.value + value == 81559 and (value == 0) == (pod == "")
 
 
 def test_bad_alert_for_is_refused_before_anything_changes(cluster):
@@ -104,6 +108,11 @@ def test_bad_alert_for_is_refused_before_anything_changes(cluster):
 def test_validation_fires_the_alert_for_the_flooder_only_and_every_panel_has_data(cluster):
     """validate.yml (flood) runs; meanwhile every panel's query is asked of Prometheus every few seconds, as
     Grafana would, until each has returned series."""
+    # The scenario starts on an idle cluster, as validate.yml's own runs do: earlier tests' pods have gone.
+    wait_until(lambda: not prometheus("/api/v1/query", query='sum(kueue_cluster_queue_resource_reservation'
+                                                             '{resource="nvidia.com/gpu"}) > 0')["result"]
+               and not prometheus("/api/v1/query", query='DCGM_FI_DEV_FB_USED{exported_pod!=""}')["result"],
+               300, interval=5, what="no GPU held on the cluster")
     queries = [(title, ref, dashboard.direct_query(expr))
                for title, ref, expr in dashboard.queries(dashboard.dashboard())]
     seen = set()
