@@ -49,6 +49,18 @@ def alerts(rules_text):
             if "alert" in rule}
 
 
+def duration_errors(values):
+    """Messages for the entries of ``values`` (``{variable name: value}``) that are no Prometheus duration above 0."""
+    errors = []
+    for name, value in sorted(values.items()):
+        try:
+            if duration_seconds(value) <= 0:
+                errors.append("%s: the duration must be above 0, got %r" % (name, value))
+        except MonitoringError as exc:
+            errors.append("%s: %s" % (name, exc))
+    return errors
+
+
 def alert_for_errors(rules_text, overrides, field="monitoring_alert_for"):
     """Messages for ``overrides`` (``{alert name: duration}``) that cannot apply to the rule file; [] when fine."""
     if not isinstance(overrides, dict):

@@ -49,6 +49,13 @@ def test_bad_overrides_are_named(overrides, message):
         monitoring.rules_with_for(RULES, overrides)
 
 
+def test_interval_errors_name_the_variable():
+    assert monitoring.duration_errors({"monitoring_scrape_interval": "5s", "monitoring_retention": "2d"}) == []
+    assert monitoring.duration_errors({"monitoring_scrape_interval": "often", "monitoring_retention": "0s"}) == [
+        "monitoring_retention: the duration must be above 0, got '0s'",
+        "monitoring_scrape_interval: 'often' is not a Prometheus duration (such as 45s, 5m, 1h30m)"]
+
+
 def test_durations():
     assert monitoring.duration_seconds("1h30m") == 5400 and monitoring.duration_seconds("45s") == 45
     assert monitoring.duration_seconds("500ms") == 0.5
