@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain run site validate teardown test unit lint integration molecule bench clean
+.PHONY: help setup toolchain run site validate teardown test unit lint rules integration molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -46,7 +46,7 @@ validate: setup
 teardown: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml
 
-test: setup toolchain unit lint integration molecule
+test: setup toolchain unit lint rules integration molecule
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit
@@ -54,6 +54,11 @@ unit: setup
 lint: setup
 	$(BIN)/ansible-lint --offline
 	$(BIN)/antsibull-changelog lint
+
+# The alert rules: promtool (built by the toolchain) checks the rule file and runs its tests.
+rules: setup
+	set -o pipefail; promtool=$$(bash files/toolchain/toolchain.sh ensure prometheus | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["binaries"]["promtool"])'); \
+	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml
 
 integration: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration

@@ -5,12 +5,16 @@
 #   toolchain.sh manifest                   print the JSON manifest, build nothing (exit 3 if incomplete)
 #
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd,
-# kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests).
+# kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests), prometheus (prometheus,
+# promtool; the monitoring role's local server and the rule tests).
 #
 # Versions come from versions.env beside this script unless the environment sets them. The cache is
 # ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
 # complete build (marker file .complete) is never rebuilt. Progress goes to stderr, the manifest to stdout:
 #   {"cache": DIR, "built": [COMPONENT ...], "versions": {...}, "binaries": {NAME: PATH}, "kueue_manifests": DIR}
+#
+# Prometheus 3.x publishes its Go module as v0.<major*100+minor>.<patch> (3.16.0 is v0.316.0); versions.env pins
+# the release version (v3.16.0) and the build maps it.
 #
 # Why wrapper modules: k8s.io/kubernetes and go.etcd.io/etcd/server/v3 replace their sibling modules with
 # relative paths, so `go install mod@version` refuses them. A wrapper module requires the real module and
@@ -122,6 +126,26 @@ build_kueue() {
   chmod -R u+w "$out/manifests"
 }
 
+# Prometheus and promtool from the Go module github.com/prometheus/prometheus (no replaces: plain go install).
+# Tag remove_all_sd leaves out the cloud service discoveries (static and file discovery stay), which the local
+# server does not use and which would double the build. Without tag builtinassets there is no web UI: upstream
+# builds it with npm and embeds it only in release binaries; the HTTP API is complete.
+prometheus_module_version() {
+  local major minor patch
+  IFS=. read -r major minor patch <<<"${1#v}"
+  printf 'v0.%d%02d.%d' "$major" "$minor" "$patch"
+}
+
+build_prometheus() {
+  local v=$PROMETHEUS_VERSION out mv p=github.com/prometheus/common/version
+  out=$(component_dir prometheus "$v"); mv=$(prometheus_module_version "$v")
+  mkdir -p "$out/bin"
+  say "building prometheus, promtool $v (module $mv)"
+  with_heartbeat "building prometheus $v" env GOBIN="$out/bin" go install -trimpath -tags remove_all_sd,netgo \
+    -ldflags "-s -w -X $p.Version=${v#v} -X $p.Revision=$mv -X $p.Branch=release -X $p.BuildUser=fairgpu -X $p.BuildDate=19700101-00:00:00" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$mv" "github.com/prometheus/prometheus/cmd/promtool@$mv"
+}
+
 ensure() {
   local name=$1 version dir
   version=$(version_of "$name")
@@ -141,25 +165,28 @@ ensure() {
 version_of() {
   case $1 in
     kubernetes) echo "$KUBERNETES_VERSION" ;; etcd) echo "$ETCD_VERSION" ;;
-    kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;;
-    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue)" ;;
+    kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;; prometheus) echo "$PROMETHEUS_VERSION" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus)" ;;
   esac
 }
 
 manifest() {
-  local k e w q
+  local k e w q p
   k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
   e=$(component_dir etcd "$ETCD_VERSION")/bin
   w=$(component_dir kwok "$KWOK_VERSION")/bin
   q=$(component_dir kueue "$KUEUE_VERSION")
+  p=$(component_dir prometheus "$PROMETHEUS_VERSION")/bin
   local names=""
   ((${#built[@]})) && names=$(printf '"%s",' "${built[@]}") && names=${names%,}
   cat <<EOF
 {"cache": "$cache", "built": [$names],
- "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION"},
+ "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION",
+  "prometheus": "$PROMETHEUS_VERSION"},
  "binaries": {"kube-apiserver": "$k/kube-apiserver", "kube-controller-manager": "$k/kube-controller-manager",
   "kube-scheduler": "$k/kube-scheduler", "kubectl": "$k/kubectl", "etcd": "$e/etcd",
-  "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue"},
+  "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue",
+  "prometheus": "$p/prometheus", "promtool": "$p/promtool"},
  "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests"}
 EOF
 }
@@ -167,7 +194,7 @@ EOF
 action=ensure
 case ${1:-} in ensure | manifest) action=$1; shift ;; esac
 components=("$@")
-((${#components[@]})) || components=(etcd kwok kubernetes kueue)
+((${#components[@]})) || components=(etcd kwok kubernetes kueue prometheus)
 for c in "${components[@]}"; do version_of "$c" >/dev/null; done
 
 mkdir -p "$cache"

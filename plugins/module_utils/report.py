@@ -74,6 +74,8 @@ def report_markdown(document, images):
                                                     "pass" if c["passed"] else "**FAIL**"))
         if images.get(scenario["name"]):
             lines += ["", "![GPUs held per tenant: %s](%s)" % (scenario["name"], images[scenario["name"]])]
+        for image in scenario.get("images") or []:
+            lines += ["", "![%s](%s)" % (image["title"], image["file"])]
     if document["failed_checks"]:
         lines += ["", "## Failed checks", ""] + ["- " + f for f in document["failed_checks"]]
     return "\n".join(lines) + "\n"

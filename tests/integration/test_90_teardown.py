@@ -31,12 +31,14 @@ def test_teardown_leaves_nothing(cluster):
     with open(KUBECONFIG) as handle:
         server = yaml.safe_load(handle)["clusters"][0]["cluster"]["server"]
     api_port = int(server.rsplit(":", 1)[1])
-    assert port_open(api_port) and port_open(29443)
+    assert port_open(api_port) and port_open(29443) and port_open(29090) and port_open(29400)
     run = playbook("teardown.yml")
     assert run.rc == 0, run.messages()
     assert live_processes_mentioning("/clusters/%s/" % CLUSTER) == []
     assert live_processes_mentioning("kueue/%s/config.yaml" % CLUSTER) == []
+    assert live_processes_mentioning("monitoring/%s/" % CLUSTER) == []
     assert not port_open(api_port) and not port_open(29443) and not port_open(28081)
+    assert not port_open(29090) and not port_open(29400)
     assert not os.path.exists(os.path.join(KWOK_WORKDIR, "clusters", CLUSTER))
     again = playbook("teardown.yml")
     assert again.rc == 0 and again.stats["changed"] == 0

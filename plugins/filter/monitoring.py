@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""Jinja2 filters of fairgpu.tenancy's monitoring role: thin wrappers over plugins/module_utils/monitoring.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring, monitoring_checks
+
+
+def _rules(rules_text, overrides=None):
+    try:
+        return monitoring.rules_with_for(rules_text, overrides or {})
+    except monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def _local_config(cluster, **kwargs):
+    try:
+        return monitoring.local_prometheus_config(cluster, **kwargs)
+    except monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def _seconds(text):
+    try:
+        return monitoring.duration_seconds(text)
+    except monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "monitoring_rules": _rules,
+            "monitoring_alert_errors": monitoring.alert_for_errors,
+            "monitoring_duration_errors": monitoring.duration_errors,
+            "monitoring_alert_names": lambda text: sorted(monitoring.alerts(text)),
+            "monitoring_alert_seconds": monitoring.alert_seconds,
+            "monitoring_local_config": _local_config,
+            "monitoring_helm_objects": monitoring.helm_objects,
+            "monitoring_chart_values": monitoring.chart_values,
+            "monitoring_duration_seconds": _seconds,
+            "monitoring_alert_result": monitoring_checks.alert_result,
+            "monitoring_alert_spans": monitoring_checks.alert_spans,
+            "monitoring_series": lambda matrix, label: {k: [[t, v] for t, v in points] for k, points
+                                                        in monitoring_checks.series_by(matrix, label).items()},
+        }

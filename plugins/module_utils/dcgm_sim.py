@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The simulated DCGM exporter of the embedded cluster: which pod holds which simulated GPU, and the samples the
+NVIDIA dcgm-exporter would publish for them. Pure logic, no cluster access (``files/monitoring/
+dcgm_exporter_sim.py`` reads the cluster and serves the samples with prometheus_client).
+
+Metric names, HELP texts, types and label names are dcgm-exporter's (its default counters), checked against a
+real scrape in ``tests/unit/test_dcgm_sim.py`` (``shared/fixtures/dcgm/``):
+
+- ``DCGM_FI_DEV_GPU_UTIL`` (gauge, %, 0 to 100): whole GPUs only; dcgm-exporter has no value for MIG instances.
+- ``DCGM_FI_DEV_FB_USED``, ``DCGM_FI_DEV_FB_FREE`` (gauge, MiB): of the device, a whole GPU or a MIG instance.
+- ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (gauge, a ratio 0 to 1 although the HELP text says %).
+
+Labels, in dcgm-exporter's order: ``gpu`` (index on the node), ``UUID``, ``device`` (``nvidia<gpu>``),
+``modelName`` (nvidia-smi's name), ``GPU_I_PROFILE`` and ``GPU_I_ID`` (MIG instances only), ``Hostname``,
+``DCGM_FI_DRIVER_VERSION``, then ``container``, ``namespace``, ``pod`` of the pod holding the device, empty strings
+for a free device (``device_labels`` keeps this order; prometheus_client prints labels sorted by name, which changes
+nothing for Prometheus). ``Hostname`` is the node's name (dcgm-exporter takes ``NODE_NAME`` when set, its pod's host name
+otherwise). UUIDs and names are those of the simulated nvidia-smi (``simulated_nvidia_smi``).
+
+The values follow the pod's annotations, which the validate role's load Jobs set from their arguments:
+
+- ``fairgpu.io/simulated-gpu-memory-fraction`` (0 to 1, default 0): the fraction of the device's free memory the
+  pod holds, as ``files/gpu_load.py --memory-fraction`` does; used MiB = CUDA context (``CONTEXT_MIB``) +
+  fraction x (device MiB - context). A free device uses 0 MiB.
+- ``fairgpu.io/simulated-gpu-utilization`` (%, 0 to 100, default 0): GPU_UTIL, and GR_ENGINE_ACTIVE = % / 100.
+
+Only live pods hold devices: phase Running, bound to a simulated GPU node (annotation
+``fairgpu.io/simulated-gpu-product``), requesting ``nvidia.com/gpu``. Pods requesting MIG resources
+(``nvidia.com/mig-<profile>``) are not simulated yet (the embedded cluster's MIG path is separate): they are
+returned as skipped.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import uuid
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+
+ANNOTATION_PRODUCT = "fairgpu.io/simulated-gpu-product"
+ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"
+ANNOTATION_MEMORY_MIB = "fairgpu.io/simulated-gpu-memory-mib"
+ANNOTATION_MEMORY_FRACTION = "fairgpu.io/simulated-gpu-memory-fraction"
+ANNOTATION_UTILIZATION = "fairgpu.io/simulated-gpu-utilization"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# MiB a CUDA context takes on the device before the process allocates anything.
+CONTEXT_MIB = 512
+DRIVER_VERSION = "570.124.06"
+# name -> (type, HELP) as dcgm-exporter's default counters publish them.
+METRICS = {
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+    "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "Ratio of time the graphics engine is active (in %)."),
+}
+_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fairgpu.io")
+
+
+class DcgmSimError(ValueError):
+    """Raised for a simulated node or pod annotation the exporter cannot read."""
+
+
+def _model_name(product):
+    """nvidia-smi's name of ``product`` (a ``nvidia.com/gpu.product`` value): GFD replaced its spaces by '-'."""
+    return product.replace("-", " ")
+
+
+def node_devices(node):
+    """The whole GPUs of a simulated node (a Node object as a dict), in index order:
+    ``[{"node", "gpu", "uuid", "model_name", "memory_mib"}]``; ``[]`` for a node without the annotations.
+    UUIDs are the simulated nvidia-smi's (UUID-5 of node name and index). Raises DcgmSimError for a bad count
+    or memory annotation or an unknown product."""
+    meta = node.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    product = annotations.get(ANNOTATION_PRODUCT)
+    if not product:
+        return []
+    if product not in GPU_MODELS:
+        raise DcgmSimError("node %s: unknown %s %r" % (meta.get("name"), ANNOTATION_PRODUCT, product))
+    try:
+        count = int(annotations.get(ANNOTATION_COUNT, ""))
+        memory = int(annotations.get(ANNOTATION_MEMORY_MIB) or GPU_MODELS[product]["memory_mib"])
+    except ValueError:
+        raise DcgmSimError("node %s: %s and %s must be integers" % (meta.get("name"), ANNOTATION_COUNT,
+                                                                     ANNOTATION_MEMORY_MIB))
+    return [{"node": meta["name"], "gpu": index,
+             "uuid": "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (meta["name"], index)),
+             "model_name": _model_name(product), "memory_mib": memory}
+            for index in range(count)]
+
+
+def _float_annotation(pod_name, annotations, key, low, high):
+    raw = annotations.get(key)
+    if raw is None:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise DcgmSimError("pod %s: annotation %s must be a number from %s to %s, got %r" % (pod_name, key, low,
+                                                                                            high, raw))
+    return value
+
+
+def live_gpu_pods(pods, gpu_nodes):
+    """Pods that hold simulated GPUs: Running, on one of ``gpu_nodes`` (node names), with containers
+    requesting ``nvidia.com/gpu``. Returns ``(held, skipped)``: ``held`` is a list of ``{"uid", "namespace", "name",
+    "node", "containers": [(container, GPUs)], "memory_fraction", "utilization"}`` sorted by start time and name;
+    ``skipped`` names pods (``namespace/name``) that request MIG devices, which are not simulated."""
+    held, skipped = [], []
+    for pod in pods:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        if status.get("phase") != "Running" or spec.get("nodeName") not in gpu_nodes:
+            continue
+        containers, mig = [], False
+        for container in spec.get("containers") or []:
+            requests = ((container.get("resources") or {}).get("requests") or {})
+            limits = ((container.get("resources") or {}).get("limits") or {})
+            wanted = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
+            mig = mig or any(k.startswith(MIG_RESOURCE_PREFIX) for k in list(requests) + list(limits))
+            if wanted is not None and int(wanted) > 0:
+                containers.append((container["name"], int(wanted)))
+        name = "%s/%s" % (meta.get("namespace"), meta.get("name"))
+        if mig:
+            skipped.append(name)
+        if not containers:
+            continue
+        annotations = meta.get("annotations") or {}
+        held.append({
+            "uid": meta.get("uid") or name, "namespace": meta.get("namespace"), "name": meta.get("name"),
+            "node": spec["nodeName"], "containers": containers, "started": status.get("startTime") or "",
+            "memory_fraction": _float_annotation(name, annotations, ANNOTATION_MEMORY_FRACTION, 0, 1),
+            "utilization": _float_annotation(name, annotations, ANNOTATION_UTILIZATION, 0, 100),
+        })
+    held.sort(key=lambda p: (p["started"], p["namespace"], p["name"]))
+    return held, sorted(skipped)
+
+
+def assign(previous, devices, pods):
+    """Which devices each live pod holds, as the device plugin would have allocated them.
+
+    ``previous``: the last result (``{pod uid: [(container, node, gpu index)]}``); a pod keeps its devices while it
+    lives. New pods get the lowest free indices of their node, in the order of ``pods``. ``devices``: node name ->
+    list from ``node_devices``. Returns ``(assignment, unplaced)``; ``unplaced`` names pods whose node has fewer free
+    simulated GPUs than they request (the scheduler would not have bound them; reported, never invented)."""
+    live = {p["uid"]: p for p in pods}
+    assignment = {uid: held for uid, held in previous.items() if uid in live}
+    taken = {(node, index) for held in assignment.values() for _container, node, index in held}
+    unplaced = []
+    for pod in pods:
+        if pod["uid"] in assignment:
+            continue
+        free = [d["gpu"] for d in devices.get(pod["node"], []) if (pod["node"], d["gpu"]) not in taken]
+        needed = sum(count for _container, count in pod["containers"])
+        if len(free) < needed:
+            unplaced.append("%s/%s" % (pod["namespace"], pod["name"]))
+            continue
+        held = []
+        for container, count in pod["containers"]:
+            for _ in range(count):
+                index = free.pop(0)
+                held.append((container, pod["node"], index))
+                taken.add((pod["node"], index))
+        assignment[pod["uid"]] = held
+    return assignment, unplaced
+
+
+def device_labels(device, container="", namespace="", pod="", driver_version=DRIVER_VERSION):
+    """dcgm-exporter's labels of one device, in its order; ``device`` may carry ``mig_profile`` and ``gi_id`` (a MIG
+    instance), which add ``GPU_I_PROFILE`` and ``GPU_I_ID``."""
+    labels = [("gpu", str(device["gpu"])), ("UUID", device["uuid"]), ("device", "nvidia%d" % device["gpu"]),
+              ("modelName", device["model_name"])]
+    if device.get("mig_profile"):
+        labels += [("GPU_I_PROFILE", device["mig_profile"]), ("GPU_I_ID", str(device["gi_id"]))]
+    labels += [("Hostname", device["node"]), ("DCGM_FI_DRIVER_VERSION", driver_version), ("container", container),
+               ("namespace", namespace or ""), ("pod", pod or "")]
+    return labels
+
+
+def device_values(memory_mib, memory_fraction=0.0, utilization=0.0, held=True, mig=False):
+    """The four metrics of one device: ``{name: value}``. ``memory_mib``: the device's memory (MiB);
+    ``memory_fraction`` (0 to 1) and ``utilization`` (%) of the pod holding it; ``held``: whether a pod holds it.
+    A MIG instance (``mig``) has no ``DCGM_FI_DEV_GPU_UTIL``."""
+    used = 0
+    if held:
+        context = min(CONTEXT_MIB, memory_mib)
+        used = int(context + memory_fraction * (memory_mib - context))
+    util = float(utilization) if held else 0.0
+    values = {"DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": memory_mib - used,
+              "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(util / 100.0, 6)}
+    if not mig:
+        values["DCGM_FI_DEV_GPU_UTIL"] = int(round(util))
+    return values
+
+
+def samples(devices, assignment, pods, driver_version=DRIVER_VERSION):
+    """Every sample the exporter publishes: a list of ``(metric name, [(label, value)], value)``, metric by metric
+    in ``METRICS`` order, then device by device (node, index)."""
+    by_uid = {p["uid"]: p for p in pods}
+    holder = {}
+    for uid, held in assignment.items():
+        for container, node, index in held:
+            holder[(node, index)] = (by_uid[uid], container)
+    rows = []
+    for node in sorted(devices):
+        for device in devices[node]:
+            pod, container = holder.get((node, device["gpu"]), (None, ""))
+            labels = device_labels(device, container, pod and pod["namespace"], pod and pod["name"], driver_version)
+            values = device_values(device["memory_mib"], pod["memory_fraction"] if pod else 0.0,
+                                   pod["utilization"] if pod else 0.0, held=pod is not None,
+                                   mig=bool(device.get("mig_profile")))
+            rows.append((labels, values))
+    return [(name, labels, values[name]) for name in METRICS for labels, values in rows if name in values]

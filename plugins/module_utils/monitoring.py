@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The monitoring role's configuration: the alert rule file with per-alert ``for:`` overrides, the local
+Prometheus's configuration (monitoring_mode local) and the kube-prometheus-stack objects (monitoring_mode helm).
+Pure logic, no cluster access.
+
+Both modes scrape the same way, so one rule file serves both:
+
+- Kueue's metrics endpoint over HTTPS with the bearer token of a ServiceAccount that RBAC allows ``get`` on the
+  non-resource URL ``/metrics`` (Kueue checks it with a TokenReview and a SubjectAccessReview), job ``kueue``.
+- The DCGM exporter over HTTP with ``honor_labels: false``, job ``nvidia-dcgm-exporter``: the target's own
+  ``namespace``, ``pod``, ``container`` labels (the exporter's, as a ServiceMonitor sets them) win, so the GPU's pod
+  arrives as ``exported_namespace``, ``exported_pod``, ``exported_container``. A metric relabelling adds ``tenant``
+  from the tenants' namespaces (``tenant_relabelings``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+import yaml
+
+KUEUE_JOB = "kueue"
+DCGM_JOB = "nvidia-dcgm-exporter"
+# Prometheus's duration syntax (model.ParseDuration), units in descending order, at least one.
+DURATION_RE = re.compile(r"^(?!$)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+
+
+class MonitoringError(ValueError):
+    """Raised for monitoring input that cannot be used; the message names the variable."""
+
+
+def duration_seconds(text):
+    """Seconds of a Prometheus duration (``5m``, ``1h30m``, ``45s``); raises MonitoringError for anything else."""
+    text = str(text)
+    if not DURATION_RE.match(text):
+        raise MonitoringError("%r is not a Prometheus duration (such as 45s, 5m, 1h30m)" % text)
+    return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", text))
+
+
+def alerts(rules_text):
+    """``{alert name: for}`` of a rule file's text (``for`` is None when the alert has none)."""
+    doc = yaml.safe_load(rules_text) or {}
+    return {rule["alert"]: rule.get("for") for group in doc.get("groups") or [] for rule in group.get("rules") or []
+            if "alert" in rule}
+
+
+def duration_errors(values):
+    """Messages for the entries of ``values`` (``{variable name: value}``) that are no Prometheus duration above 0."""
+    errors = []
+    for name, value in sorted(values.items()):
+        try:
+            if duration_seconds(value) <= 0:
+                errors.append("%s: the duration must be above 0, got %r" % (name, value))
+        except MonitoringError as exc:
+            errors.append("%s: %s" % (name, exc))
+    return errors
+
+
+def alert_for_errors(rules_text, overrides, field="monitoring_alert_for"):
+    """Messages for ``overrides`` (``{alert name: duration}``) that cannot apply to the rule file; [] when fine."""
+    if not isinstance(overrides, dict):
+        return ["%s: must be a mapping of alert name to duration, got %r" % (field, overrides)]
+    known = alerts(rules_text)
+    errors = []
+    for name, value in sorted(overrides.items(), key=lambda kv: str(kv[0])):
+        if name not in known:
+            errors.append("%s.%s: no such alert in the rule file; known: %s" % (field, name, ", ".join(sorted(known))))
+            continue
+        try:
+            if duration_seconds(value) <= 0:
+                errors.append("%s.%s: the duration must be above 0, got %r" % (field, name, value))
+        except MonitoringError as exc:
+            errors.append("%s.%s: %s" % (field, name, exc))
+        if known[name] is None:
+            errors.append("%s.%s: the alert has no for: line to change" % (field, name))
+    return errors
+
+
+def rules_with_for(rules_text, overrides):
+    """The rule file's text with the ``for:`` of each alert in ``overrides`` replaced, everything else (comments
+    included) as written. Raises MonitoringError with ``alert_for_errors``'s messages."""
+    errors = alert_for_errors(rules_text, overrides or {})
+    if errors:
+        raise MonitoringError("; ".join(errors))
+    lines = rules_text.splitlines(True)
+    current = None
+    for index, line in enumerate(lines):
+        start = re.match(r"^\s*-\s+(alert|record):\s*(\S+)\s*$", line)
+        if start:
+            current = start.group(2) if start.group(1) == "alert" else None
+            continue
+        found = re.match(r"^(\s*)for:\s*\S+\s*$", line)
+        if found and current in (overrides or {}):
+            lines[index] = "%sfor: %s\n" % (found.group(1), overrides[current])
+    text = "".join(lines)
+    result = alerts(text)
+    assert all(result[name] == value for name, value in (overrides or {}).items()), "for: lines not replaced"
+    return text
+
+
+def tenant_namespaces(tenants):
+    """``{namespace: tenant}`` of normalised tenants (``name``, ``namespaces``)."""
+    return {ns: t["name"] for t in tenants for ns in t.get("namespaces") or [t["name"]]}
+
+
+def tenant_relabelings(tenants, style="prometheus", source="exported_namespace"):
+    """Metric relabellings that set ``tenant`` on DCGM series from the pod's namespace (``source``): one rule per
+    tenant. ``style``: ``prometheus`` (metric_relabel_configs keys) or ``operator`` (ServiceMonitor
+    metricRelabelings keys)."""
+    by_tenant = {}
+    for namespace, tenant in sorted(tenant_namespaces(tenants).items()):
+        by_tenant.setdefault(tenant, []).append(namespace)  # DNS labels: no regex metacharacters
+    rules = []
+    for tenant, namespaces in sorted(by_tenant.items()):
+        rule = {"source_labels": [source], "regex": "|".join(namespaces), "target_label": "tenant",
+                "replacement": tenant, "action": "replace"}
+        if style == "operator":
+            rule = {"sourceLabels": rule["source_labels"], "regex": rule["regex"], "targetLabel": "tenant",
+                    "replacement": tenant, "action": "replace"}
+        rules.append(rule)
+    return rules
+
+
+def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dcgm_target, rules_glob, tenants,
+                            scrape_interval="5s", evaluation_interval="5s", kueue_namespace="kueue-system",
+                            dcgm_namespace="gpu-operator"):
+    """The local Prometheus's configuration (a dict for prometheus.yml).
+
+    ``kueue_target``, ``dcgm_target``: ``host:port``; ``kueue_ca_file``: the CA that signed Kueue's metrics
+    certificate; ``token_file``: the ServiceAccount token file; ``rules_glob``: rule files to load. Target labels are
+    those a ServiceMonitor gives (namespace, service, pod, container, endpoint), so the series look as in a cluster.
+    """
+    for name, value in (("scrape_interval", scrape_interval), ("evaluation_interval", evaluation_interval)):
+        try:
+            duration_seconds(value)
+        except MonitoringError as exc:
+            raise MonitoringError("monitoring_%s: %s" % (name, exc))
+    return {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
+                   "external_labels": {"cluster": cluster}},
+        "rule_files": [rules_glob],
+        "scrape_configs": [
+            {"job_name": KUEUE_JOB, "scheme": "https", "metrics_path": "/metrics",
+             "authorization": {"type": "Bearer", "credentials_file": token_file},
+             "tls_config": {"ca_file": kueue_ca_file},
+             "static_configs": [{"targets": [kueue_target], "labels": {
+                 "namespace": kueue_namespace, "service": "kueue-controller-manager-metrics-service",
+                 "pod": "kueue-controller-manager-local", "container": "manager", "endpoint": "https"}}]},
+            {"job_name": DCGM_JOB, "scheme": "http", "metrics_path": "/metrics", "honor_labels": False,
+             "static_configs": [{"targets": [dcgm_target], "labels": {
+                 "namespace": dcgm_namespace, "service": "nvidia-dcgm-exporter",
+                 "pod": "nvidia-dcgm-exporter-simulated", "container": "nvidia-dcgm-exporter",
+                 "endpoint": "gpu-metrics"}}],
+             "metric_relabel_configs": tenant_relabelings(tenants)},
+        ],
+    }
+
+
+def alert_seconds(rules_text, name):
+    """Seconds of the ``for:`` of alert ``name`` in a rule file's text (0 without one)."""
+    value = alerts(rules_text)[name]
+    return duration_seconds(value) if value else 0
+
+
+def _labelled(obj, release):
+    obj["metadata"].setdefault("labels", {}).update({"app.kubernetes.io/managed-by": "fairgpu", "release": release})
+    return obj
+
+
+def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_namespace, kueue_service_labels,
+                 dcgm_namespace, dcgm_service_labels, interval="30s"):
+    """fairgpu's objects for kube-prometheus-stack (monitoring_mode helm), all in ``namespace`` and labelled
+    ``release: <release>`` (what the chart's Prometheus selects):
+
+    - ServiceMonitor ``fairgpu-kueue``: Kueue's metrics Service in ``kueue_namespace`` (``kueue_service_labels``),
+      port ``https``, with the Prometheus pod's ServiceAccount token, as Kueue's own ServiceMonitor does; job ``kueue``.
+    - ServiceMonitor ``fairgpu-dcgm-exporter``: the GPU Operator's DCGM exporter Service in ``dcgm_namespace``
+      (``dcgm_service_labels``), port ``gpu-metrics``, honorLabels false, job ``nvidia-dcgm-exporter``, ``tenant``
+      relabelling.
+    - PrometheusRule ``fairgpu-alerts``: the groups of ``rules_text``.
+    - ConfigMap ``fairgpu-dashboard``: the dashboard, labelled ``grafana_dashboard: "1"`` for the chart's Grafana
+      sidecar.
+    """
+    def job(name):
+        return [{"action": "replace", "targetLabel": "job", "replacement": name}]
+
+    return [
+        _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                   "metadata": {"name": "fairgpu-kueue", "namespace": namespace},
+                   "spec": {"namespaceSelector": {"matchNames": [kueue_namespace]},
+                            "selector": {"matchLabels": dict(kueue_service_labels)},
+                            "endpoints": [{"port": "https", "scheme": "https", "path": "/metrics", "interval": interval,
+                                           "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                           "tlsConfig": {"insecureSkipVerify": True}, "relabelings": job(KUEUE_JOB)}]}},
+                  release),
+        _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                   "metadata": {"name": "fairgpu-dcgm-exporter", "namespace": namespace},
+                   "spec": {"namespaceSelector": {"matchNames": [dcgm_namespace]},
+                            "selector": {"matchLabels": dict(dcgm_service_labels)},
+                            "endpoints": [{"port": "gpu-metrics", "path": "/metrics", "interval": interval,
+                                           "honorLabels": False, "relabelings": job(DCGM_JOB),
+                                           "metricRelabelings": tenant_relabelings(tenants, "operator")}]}},
+                  release),
+        _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                   "metadata": {"name": "fairgpu-alerts", "namespace": namespace},
+                   "spec": {"groups": yaml.safe_load(rules_text)["groups"]}}, release),
+        _labelled({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "fairgpu-dashboard", "namespace": namespace,
+                                "labels": {"grafana_dashboard": "1"}},
+                   "data": {"fairgpu-gpu-tenancy.json": dashboard_json}}, release),
+    ]
+
+
+def chart_values(interval="30s", evaluation_interval="30s"):
+    """kube-prometheus-stack values fairgpu needs: its Prometheus picks up ServiceMonitors and PrometheusRules of
+    any release label, scrapes and evaluates at the given intervals; Grafana's dashboard sidecar is on."""
+    return {
+        "prometheus": {"prometheusSpec": {"serviceMonitorSelectorNilUsesHelmValues": False,
+                                          "ruleSelectorNilUsesHelmValues": False,
+                                          "scrapeInterval": interval, "evaluationInterval": evaluation_interval}},
+        "grafana": {"sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1",
+                                               "searchNamespace": "ALL"}}},
+    }

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The flood scenario's live check of the alerts, judged from what the real Prometheus decided. Pure logic, no
+cluster or network access: the validate role asks Prometheus's HTTP API and passes the answers here.
+
+Inputs are ``data.result`` lists of ``/api/v1/query_range`` answers (matrices: ``[{"metric": {labels},
+"values": [[unix seconds, "value"], ...]}]``) and ``data.groups`` of ``/api/v1/rules`` (each rule with ``name``
+and ``duration`` in seconds). Prometheus writes one ``ALERTS{alertname, alertstate="pending"|"firing", <alert
+labels>}`` sample per rule evaluation while an alert is active: that series is the alert's history.
+
+The result is a report scenario (``validation.py``'s shape) with ``images`` (plots written by the
+``prometheus_plot`` module) and ``metrics``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+OVER_GUARANTEE = "FairgpuTenantOverGuarantee"
+
+
+def _check(check, expected, observed, passed):
+    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
+
+
+def rule_durations(groups):
+    """``{alert name: for in seconds}`` from ``/api/v1/rules``'s ``data.groups``."""
+    return {r["name"]: float(r.get("duration") or 0) for g in groups or [] for r in g.get("rules") or []
+            if r.get("type", "alerting") == "alerting"}
+
+
+def alert_history(matrix):
+    """``{(alertname, tenant): {"pending": [t, ...], "firing": [t, ...]}}`` from the ``ALERTS`` series (tenant ``""``
+    for alerts without one), times in Unix seconds, sorted."""
+    history = {}
+    for series in matrix or []:
+        labels = series["metric"]
+        key = (labels.get("alertname", ""), labels.get("tenant", ""))
+        states = history.setdefault(key, {"pending": [], "firing": []})
+        state = labels.get("alertstate")
+        if state in states:
+            states[state].extend(float(t) for t, value in series["values"] if float(value) == 1)
+    for states in history.values():
+        for times in states.values():
+            times.sort()
+    return history
+
+
+def series_by(matrix, label):
+    """``{label value: [(unix seconds, value), ...]}`` of a matrix, one series per value of ``label``."""
+    result = {}
+    for series in matrix or []:
+        result.setdefault(series["metric"].get(label, ""), []).extend(
+            (float(t), float(v)) for t, v in series["values"])
+    return {k: sorted(v) for k, v in result.items()}
+
+
+def _max(matrix):
+    return max([float(v) for s in matrix or [] for _t, v in s["values"]] or [0])
+
+
+def streaks(times, gap):
+    """Runs of sample times no more than ``gap`` seconds apart: ``[(first, last)]``."""
+    runs = []
+    for t in sorted(times):
+        if runs and t - runs[-1][1] <= gap:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return [tuple(r) for r in runs]
+
+
+def alert_result(scenario, flooder, arriver, start, alerts_matrix, rule_groups, expected_for, dcgm_pods_matrix,
+                 step_seconds=5, images=None):
+    """Judge the flood scenario's alerts. ``flooder``, ``arriver``: normalised tenants; ``start``: Unix time the
+    flooder submitted; ``expected_for``: the ``for:`` the inventory gave the over-guarantee alert (a Prometheus
+    duration string, shown) as seconds in ``expected_for[1]`` (``(text, seconds)``); ``dcgm_pods_matrix``: the
+    count of the flooder's pods the DCGM exporter attributed GPUs to, over time; ``step_seconds``: the step of the
+    matrices. The metrics give how long each tenant's condition held (active: pending or firing), the margins of
+    the ``for:`` on both sides."""
+    durations = rule_durations(rule_groups)
+    history = alert_history(alerts_matrix)
+    flood = history.get((OVER_GUARANTEE, flooder["name"]), {"pending": [], "firing": []})
+    first_pending = flood["pending"][0] if flood["pending"] else None
+    first_firing = flood["firing"][0] if flood["firing"] else None
+    loaded_for = durations.get(OVER_GUARANTEE)
+
+    def rel(t):
+        return None if t is None else round(t - start, 1)
+
+    arriver_alerts = sorted({name for (name, tenant), states in history.items()
+                             if tenant == arriver["name"] and states["firing"]})
+    other_firing = sorted({"%s%s" % (name, " (%s)" % tenant if tenant else "") for (name, tenant), states
+                           in history.items() if states["firing"] and not (name == OVER_GUARANTEE
+                                                                          and tenant == flooder["name"])})
+    attributed = int(_max(dcgm_pods_matrix))
+
+    def longest(name):
+        states = history.get((OVER_GUARANTEE, name), {"pending": [], "firing": []})
+        runs = streaks(states["pending"] + states["firing"], 2 * step_seconds)
+        return max([round(b - a + step_seconds, 1) for a, b in runs] or [0])
+    checks = [
+        _check("Prometheus evaluates %s with the inventory's for:" % OVER_GUARANTEE,
+               "%s (%ss)" % (expected_for[0], expected_for[1]),
+               "not loaded" if loaded_for is None else "%ss" % loaded_for,
+               loaded_for is not None and abs(loaded_for - float(expected_for[1])) < 0.001),
+        _check("%s for %s (holds more than 90%% of its %d guaranteed GPUs) goes pending, then firing"
+               % (OVER_GUARANTEE, flooder["name"], flooder["gpus"]),
+               "pending, then firing at least for: later",
+               "pending at +%ss, firing at +%ss" % (rel(first_pending), rel(first_firing)) if first_firing
+               else ("pending at +%ss, never firing" % rel(first_pending) if first_pending else "never pending"),
+               first_pending is not None and first_firing is not None and loaded_for is not None
+               and first_firing - first_pending >= loaded_for - 0.001),
+        _check("No alert fires for %s (holds its own guarantee, briefly)" % arriver["name"], "none",
+               arriver_alerts or "none", not arriver_alerts),
+        _check("No other fairgpu alert fires (starvation, GPU memory, Kueue down)", "none",
+               other_firing or "none", not other_firing),
+        _check("The DCGM exporter attributes GPUs to %s's running pods (most at once)" % flooder["name"],
+               ">= %d (its guarantee)" % flooder["gpus"], attributed, attributed >= flooder["gpus"]),
+    ]
+    return {
+        "name": "%s_alerts" % scenario,
+        "title": "%s: alerts on Prometheus (%s floods, %s arrives)" % (scenario, flooder["name"], arriver["name"]),
+        "checks": checks,
+        "metrics": {
+            "over_guarantee_for": "%s (the shipped rule file says 5m; shortened by the validation inventory's "
+                                  "monitoring_alert_for)" % expected_for[0],
+            "over_guarantee_pending_after_s": rel(first_pending),
+            "over_guarantee_firing_after_s": rel(first_firing),
+            "over_90_percent_held_s": {flooder["name"]: longest(flooder["name"]), arriver["name"]: longest(arriver["name"])},
+        },
+        "images": images or [],
+    }
+
+
+def alert_spans(matrix, alertname, tenant, step="5s", state="firing"):
+    """Time ranges ``[{"start", "end"}]`` (Unix seconds) in which ``alertname`` was in ``state`` (firing or pending)
+    for ``tenant``: consecutive samples no more than two steps apart form one range."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import duration_seconds
+
+    times = alert_history(matrix).get((alertname, tenant), {}).get(state, [])
+    return [{"start": a, "end": b} for a, b in streaks(times, 2 * duration_seconds(step))]

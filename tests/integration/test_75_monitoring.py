@@ -1,0 +1,157 @@
+"""Monitoring on the embedded cluster: the real Prometheus scrapes the real Kueue controller (HTTPS, a
+ServiceAccount's token that RBAC allows /metrics) and the simulated DCGM exporter; during a validation run
+(flood) every dashboard panel returns series and the over-guarantee alert fires for the flooding tenant only."""
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import CLUSTER, ROOT, VARS, playbook, wait_until
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard
+
+with open(VARS) as _handle:
+    IT_VARS = yaml.safe_load(_handle)
+with open(os.path.join(ROOT, "inventories", "local", "group_vars", "gpu_clusters.yml")) as _handle:
+    OVER_GUARANTEE_FOR = yaml.safe_load(_handle)["monitoring_alert_for"]["FairgpuTenantOverGuarantee"]
+PROMETHEUS = "http://127.0.0.1:%d" % IT_VARS["monitoring_prometheus_port"]
+EXPORTER = "http://127.0.0.1:%d/metrics" % IT_VARS["monitoring_dcgm_exporter_port"]
+KUEUE_METRICS = "https://127.0.0.1:%d/metrics" % IT_VARS["kueue_local_metrics_port"]
+WORKDIR = os.path.expanduser("~/.local/share/fairgpu/monitoring/%s" % CLUSTER)
+KUEUE_CA = os.path.expanduser("~/.local/share/fairgpu/kueue/ca.crt")
+RESULTS = os.path.join(ROOT, "results", "integration")
+FIXTURE = os.path.join(ROOT, "tests", "unit", "fixtures", "dcgm", "a100-40gb-mig-mixed-metrics.txt")
+
+
+def prometheus(path, **params):
+    """``data`` of a Prometheus HTTP API answer to a GET."""
+    url = PROMETHEUS + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        document = json.load(answer)
+    assert document["status"] == "success", document
+    return document["data"]
+
+
+def kueue_metrics(token):
+    """HTTP status of a GET of Kueue's metrics endpoint with ``token`` (None: no Authorization header)."""
+    request = urllib.request.Request(KUEUE_METRICS, headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=KUEUE_CA), timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def test_prometheus_scrapes_both_targets_and_loads_the_rules(cluster):
+    targets = prometheus("/api/v1/targets", state="active")["activeTargets"]
+    health = {t["labels"]["job"]: (t["health"], t["scrapeUrl"]) for t in targets}
+    assert health == {"kueue": ("up", KUEUE_METRICS), "nvidia-dcgm-exporter": ("up", EXPORTER)}, targets
+    rules = {r["name"]: r["duration"] for g in prometheus("/api/v1/rules", type="alert")["groups"] for r in g["rules"]}
+    seconds = int(OVER_GUARANTEE_FOR.rstrip("s"))
+    assert rules == {"FairgpuTenantOverGuarantee": seconds, "FairgpuTenantStarved": 300,
+                     "FairgpuPodGpuMemoryHigh": 600, "FairgpuKueueDown": 300}
+    # The real Kueue's quota series, by tenant (ClusterQueue), as Prometheus stored them.
+    quota = prometheus("/api/v1/query", query='kueue_cluster_queue_nominal_quota{resource="nvidia.com/gpu"}')["result"]
+    assert {(s["metric"]["cluster_queue"], s["value"][1]) for s in quota} == {("team-a", "8"), ("team-b", "8")}
+
+
+def test_kueue_metrics_need_a_token_that_rbac_allows(cluster, core):
+    assert kueue_metrics(None)[0] == 401
+    core.create_namespaced_service_account("fairgpu-monitoring", {"metadata": {"name": "it-no-metrics"}})
+    try:
+        token = core.create_namespaced_service_account_token(
+            "it-no-metrics", "fairgpu-monitoring", {"spec": {"expirationSeconds": 600}}).status.token
+        assert kueue_metrics(token)[0] == 403
+    finally:
+        core.delete_namespaced_service_account("it-no-metrics", "fairgpu-monitoring")
+    with open(os.path.join(WORKDIR, "token")) as handle:
+        status, body = kueue_metrics(handle.read())
+    assert status == 200 and "kueue_cluster_queue_nominal_quota{" in body
+
+
+def test_simulated_exporter_speaks_like_dcgm_exporter(cluster):
+    with urllib.request.urlopen(EXPORTER, timeout=10) as answer:
+        ours = {f.name: f for f in text_string_to_metric_families(answer.read().decode())}
+    with open(FIXTURE) as handle:
+        real = {f.name: f for f in text_string_to_metric_families("".join(handle.readlines()[2:]))}
+    assert set(ours) == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+                         "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
+    whole_gpu = set(real["DCGM_FI_DEV_FB_USED"].samples[0].labels) - {"GPU_I_PROFILE", "GPU_I_ID"}
+    for name, family in ours.items():
+        assert {s.labels["Hostname"] for s in family.samples} == {"gpu-node-0", "gpu-node-1"}
+        assert len(family.samples) == 16 and all(set(s.labels) == whole_gpu for s in family.samples)
+        if name in real:
+            assert (family.type, family.documentation) == (real[name].type, real[name].documentation)
+    # Every device adds up to an H100 80GB HBM3's 81559 MiB; a device no pod holds uses none of it. (Pods of
+    # earlier tests may still hold some GPUs: they hold at least a CUDA context's 512 MiB.)
+    used = {s.labels["UUID"]: (s.labels["pod"], s.value) for s in ours["DCGM_FI_DEV_FB_USED"].samples}
+    for sample in ours["DCGM_FI_DEV_FB_FREE"].samples:
+        pod, value = used[sample.labels["UUID"]]
+        assert sample.value + value == 81559 and (value == 0) == (pod == "")
+
+
+def test_bad_alert_for_is_refused_before_anything_changes(cluster):
+    run = playbook("site.yml", "-e", json.dumps({"monitoring_alert_for": {"FairgpuTenantOverQuota": "1m"}}))
+    assert run.rc != 0
+    assert "monitoring_alert_for.FairgpuTenantOverQuota: no such alert in the rule file" in run.messages()
+    assert run.stats.get("changed", 0) == 0
+
+
+def test_validation_fires_the_alert_for_the_flooder_only_and_every_panel_has_data(cluster):
+    """validate.yml (flood) runs; meanwhile every panel's query is asked of Prometheus every few seconds, as
+    Grafana would, until each has returned series."""
+    # The scenario starts on an idle cluster, as validate.yml's own runs do: earlier tests' pods have gone.
+    wait_until(lambda: not prometheus("/api/v1/query", query='sum(kueue_cluster_queue_resource_reservation'
+                                                             '{resource="nvidia.com/gpu"}) > 0')["result"]
+               and not prometheus("/api/v1/query", query='DCGM_FI_DEV_FB_USED{exported_pod!=""}')["result"],
+               300, interval=5, what="no GPU held on the cluster")
+    queries = [(title, ref, dashboard.direct_query(expr))
+               for title, ref, expr in dashboard.queries(dashboard.dashboard())]
+    seen = set()
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    started = time.time()
+    proc = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), os.path.join(ROOT, "playbooks", "validate.yml"),
+         "-e", "@" + VARS, "-e", json.dumps({"validate_scenarios": ["flood"]})],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        while proc.poll() is None and time.time() - started < 900:
+            for title, ref, expr in queries:
+                if (title, ref) not in seen and prometheus("/api/v1/query", query=expr)["result"]:
+                    seen.add((title, ref))
+            time.sleep(3)
+        output = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output[-3000:]
+    missing = [(title, ref, expr) for title, ref, expr in queries if (title, ref) not in seen]
+    assert missing == [], "panels that never returned series during the run: %s" % missing
+
+    with open(os.path.join(RESULTS, "report.json")) as handle:
+        scenarios = {s["name"]: s for s in json.load(handle)["scenarios"]}
+    alerts = scenarios["flood_alerts"]
+    assert [c["check"] for c in alerts["checks"] if not c["passed"]] == []
+    assert alerts["metrics"]["over_guarantee_for"].startswith(OVER_GUARANTEE_FOR)
+    assert os.path.getsize(os.path.join(RESULTS, "flood-prometheus.png")) > 10000
+
+    # The same, straight from Prometheus's record of its evaluations.
+    def firing(tenant):
+        return prometheus("/api/v1/query_range", query='ALERTS{alertstate="firing", tenant="%s"}' % tenant,
+                          start=started, end=time.time(), step="5s")["result"]
+
+    assert {s["metric"]["alertname"] for s in firing("team-a")} == {"FairgpuTenantOverGuarantee"}
+    assert firing("team-b") == []
+    pending = prometheus("/api/v1/query_range", query='ALERTS{alertstate="pending", tenant="team-a"}',
+                         start=started, end=time.time(), step="5s")["result"]
+    first_pending = min(float(t) for s in pending for t, _v in s["values"])
+    first_firing = min(float(t) for s in firing("team-a") for t, _v in s["values"])
+    assert first_firing - first_pending >= int(OVER_GUARANTEE_FOR.rstrip("s")) - 5

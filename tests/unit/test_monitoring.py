@@ -1,0 +1,185 @@
+"""The monitoring role's pure logic: for: overrides of the shipped rule file, the local Prometheus configuration,
+the kube-prometheus-stack objects (helm mode, rendered only), and the judging of the live alert check."""
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring, monitoring_checks
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+with open(os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")) as _handle:
+    RULES = _handle.read()
+TENANTS = [{"name": "team-a", "namespaces": ["team-a", "team-a-dev"], "gpus": 8},
+           {"name": "team-b", "namespaces": ["team-b"], "gpus": 8}]
+
+
+def test_shipped_rules_say_five_minutes_for_the_over_guarantee_alert():
+    assert monitoring.alerts(RULES) == {"FairgpuTenantOverGuarantee": "5m", "FairgpuTenantStarved": "5m",
+                                        "FairgpuPodGpuMemoryHigh": "10m", "FairgpuKueueDown": "5m"}
+    for group in yaml.safe_load(RULES)["groups"]:
+        for rule in group["rules"]:
+            assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
+            # Never grouped by the exporter's own namespace.
+            assert "by (namespace" not in rule["expr"] and ", namespace," not in rule["expr"]
+
+
+def test_for_override_changes_only_that_line():
+    text = monitoring.rules_with_for(RULES, {"FairgpuTenantOverGuarantee": "115s"})
+    assert monitoring.alerts(text)["FairgpuTenantOverGuarantee"] == "115s"
+    assert monitoring.alerts(text)["FairgpuTenantStarved"] == "5m"
+    changed = [(a, b) for a, b in zip(RULES.splitlines(), text.splitlines()) if a != b]
+    assert changed == [("        for: 5m", "        for: 115s")]
+    assert monitoring.rules_with_for(RULES, {}) == RULES
+    assert monitoring.alert_seconds(text, "FairgpuTenantOverGuarantee") == 115
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"FairgpuTenantOverQuota": "1m"}, "monitoring_alert_for.FairgpuTenantOverQuota: no such alert in the rule file; known: "),
+    ({"FairgpuTenantOverGuarantee": "five minutes"}, "monitoring_alert_for.FairgpuTenantOverGuarantee: 'five minutes' is not a Prometheus duration"),
+    ({"FairgpuTenantOverGuarantee": "0s"}, "monitoring_alert_for.FairgpuTenantOverGuarantee: the duration must be above 0"),
+    ({"FairgpuTenantOverGuarantee": ""}, "is not a Prometheus duration"),
+    (["FairgpuTenantOverGuarantee"], "monitoring_alert_for: must be a mapping of alert name to duration"),
+])
+def test_bad_overrides_are_named(overrides, message):
+    errors = monitoring.alert_for_errors(RULES, overrides)
+    assert len(errors) == 1 and message in errors[0]
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_alert_for"):
+        monitoring.rules_with_for(RULES, overrides)
+
+
+def test_interval_errors_name_the_variable():
+    assert monitoring.duration_errors({"monitoring_scrape_interval": "5s", "monitoring_retention": "2d"}) == []
+    assert monitoring.duration_errors({"monitoring_scrape_interval": "often", "monitoring_retention": "0s"}) == [
+        "monitoring_retention: the duration must be above 0, got '0s'",
+        "monitoring_scrape_interval: 'often' is not a Prometheus duration (such as 45s, 5m, 1h30m)"]
+
+
+def test_durations():
+    assert monitoring.duration_seconds("1h30m") == 5400 and monitoring.duration_seconds("45s") == 45
+    assert monitoring.duration_seconds("500ms") == 0.5
+    for bad in ("", "5", "m5", "5min", "1.5m"):
+        with pytest.raises(monitoring.MonitoringError):
+            monitoring.duration_seconds(bad)
+
+
+def local_config():
+    return monitoring.local_prometheus_config(
+        "fairgpu", "127.0.0.1:18443", "/ca.crt", "/w/token", "127.0.0.1:19400", "/w/rules/*.yml", TENANTS)
+
+
+def test_local_config_scrapes_kueue_like_an_in_cluster_prometheus():
+    config = local_config()
+    kueue = [j for j in config["scrape_configs"] if j["job_name"] == "kueue"][0]
+    assert kueue["scheme"] == "https" and kueue["tls_config"] == {"ca_file": "/ca.crt"}
+    assert kueue["authorization"] == {"type": "Bearer", "credentials_file": "/w/token"}
+    assert kueue["static_configs"][0]["targets"] == ["127.0.0.1:18443"]
+    assert config["rule_files"] == ["/w/rules/*.yml"]
+    assert config["global"]["evaluation_interval"] == "5s"
+
+
+def test_local_config_gives_the_dcgm_exporter_the_labels_of_a_service_monitor_target():
+    dcgm = [j for j in local_config()["scrape_configs"] if j["job_name"] == "nvidia-dcgm-exporter"][0]
+    # The exporter's own namespace and pod win over the GPU's pod labels: those become exported_*.
+    assert dcgm["honor_labels"] is False
+    assert dcgm["static_configs"][0]["labels"]["namespace"] == "gpu-operator"
+    assert {"pod", "container", "service", "endpoint"} <= set(dcgm["static_configs"][0]["labels"])
+    assert dcgm["metric_relabel_configs"] == [
+        {"source_labels": ["exported_namespace"], "regex": "team-a|team-a-dev", "target_label": "tenant",
+         "replacement": "team-a", "action": "replace"},
+        {"source_labels": ["exported_namespace"], "regex": "team-b", "target_label": "tenant",
+         "replacement": "team-b", "action": "replace"}]
+
+
+def test_bad_interval_is_named():
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_scrape_interval: 'often'"):
+        monitoring.local_prometheus_config("c", "a:1", "ca", "t", "b:2", "r", [], scrape_interval="often")
+
+
+def test_helm_objects_carry_the_same_rules_and_the_dashboard():
+    objects = monitoring.helm_objects(TENANTS, RULES, '{"uid": "x"}', "monitoring", "kps", "kueue-system",
+                                      {"control-plane": "controller-manager"}, "gpu-operator",
+                                      {"app": "nvidia-dcgm-exporter"})
+    kinds = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects)
+    rule = kinds[("PrometheusRule", "fairgpu-alerts")]
+    assert rule["spec"]["groups"] == yaml.safe_load(RULES)["groups"]
+    kueue = kinds[("ServiceMonitor", "fairgpu-kueue")]["spec"]
+    assert kueue["namespaceSelector"] == {"matchNames": ["kueue-system"]}
+    endpoint = kueue["endpoints"][0]
+    assert endpoint["scheme"] == "https" and endpoint["bearerTokenFile"].endswith("serviceaccount/token")
+    assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": "kueue"}]
+    dcgm = kinds[("ServiceMonitor", "fairgpu-dcgm-exporter")]["spec"]["endpoints"][0]
+    assert dcgm["honorLabels"] is False and dcgm["port"] == "gpu-metrics"
+    assert dcgm["metricRelabelings"][1] == {"sourceLabels": ["exported_namespace"], "regex": "team-b",
+                                            "targetLabel": "tenant", "replacement": "team-b", "action": "replace"}
+    board = kinds[("ConfigMap", "fairgpu-dashboard")]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1" and board["data"] == {"fairgpu-gpu-tenancy.json": '{"uid": "x"}'}
+    values = monitoring.chart_values()
+    assert values["prometheus"]["prometheusSpec"]["ruleSelectorNilUsesHelmValues"] is False
+
+
+def alerts_series(tenant, state, times, name="FairgpuTenantOverGuarantee"):
+    return {"metric": {"alertname": name, "alertstate": state, "tenant": tenant},
+            "values": [[t, "1"] for t in times]}
+
+
+A = {"name": "team-a", "gpus": 8}
+B = {"name": "team-b", "gpus": 8}
+RULE_GROUPS = [{"rules": [{"name": "FairgpuTenantOverGuarantee", "duration": 115, "type": "alerting"}]}]
+
+
+def judge(matrix, dcgm=8, groups=RULE_GROUPS):
+    return monitoring_checks.alert_result("flood", A, B, 1000.0, matrix, groups, ("115s", 115),
+                                          [{"metric": {}, "values": [[1010, str(dcgm)]]}], 5)
+
+
+def test_alert_result_passes_when_only_the_flooder_fires_after_its_for():
+    matrix = [alerts_series("team-a", "pending", range(1005, 1120, 5)),
+              alerts_series("team-a", "firing", range(1120, 1140, 5)),
+              alerts_series("team-b", "pending", range(1015, 1115, 5))]
+    result = judge(matrix)
+    assert [c["passed"] for c in result["checks"]] == [True] * 5
+    assert result["metrics"]["over_guarantee_pending_after_s"] == 5.0
+    assert result["metrics"]["over_guarantee_firing_after_s"] == 120.0
+    assert result["metrics"]["over_90_percent_held_s"] == {"team-a": 135.0, "team-b": 100.0}
+    assert monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a") == [{"start": 1120.0, "end": 1135.0}]
+
+
+def test_alert_result_fails_for_each_way_the_alert_can_go_wrong():
+    never = judge([alerts_series("team-a", "pending", range(1005, 1100, 5))])
+    assert not never["checks"][1]["passed"] and "never firing" in never["checks"][1]["observed"]
+    both = judge([alerts_series("team-a", "pending", [1005]), alerts_series("team-a", "firing", [1120]),
+                  alerts_series("team-b", "firing", [1130])])
+    assert not both["checks"][2]["passed"] and both["checks"][2]["observed"] == ["FairgpuTenantOverGuarantee"]
+    other = judge([alerts_series("team-a", "pending", [1005]), alerts_series("team-a", "firing", [1120]),
+                   {"metric": {"alertname": "FairgpuKueueDown", "alertstate": "firing"}, "values": [[1050, "1"]]}])
+    assert not other["checks"][3]["passed"] and other["checks"][3]["observed"] == ["FairgpuKueueDown"]
+    wrong_for = judge([], groups=[{"rules": [{"name": "FairgpuTenantOverGuarantee", "duration": 300}]}])
+    assert not wrong_for["checks"][0]["passed"] and wrong_for["checks"][0]["observed"] == "300.0s"
+    blind = judge([], dcgm=0)
+    assert not blind["checks"][4]["passed"]
+
+
+def test_report_shows_the_scenarios_prometheus_plots():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.report import report_document, report_markdown
+
+    scenario = dict(judge([]), images=[{"file": "flood-prometheus.png", "title": "From Prometheus"}])
+    page = report_markdown(report_document("c", [], [scenario], "now"), {})
+    assert "![From Prometheus](flood-prometheus.png)" in page
+    assert "over guarantee for = 115s (the shipped rule file says 5m" in page
+
+
+def test_pending_spans_and_the_plot(tmp_path):
+    from ansible_collections.fairgpu.tenancy.plugins.modules.prometheus_plot import draw
+
+    matrix = [alerts_series("team-a", "pending", range(1005, 1120, 5)), alerts_series("team-a", "firing", [1120, 1125])]
+    pending = monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a", "5s", "pending")
+    assert pending == [{"start": 1005.0, "end": 1115.0}]
+    path = tmp_path / "flood-prometheus.png"
+    assert draw(str(path), "flood", 1000.0, [
+        {"title": "held", "ylabel": "GPUs", "series": {"team-a": [[1000, 0], [1005, 16]]}, "dashed": {"team-a": 8}},
+        {"title": "pending", "series": {"team-a": [[1000, "4"]]}}],
+        [dict(pending[0], label="pending", color="orange"), {"start": 1120, "end": 1125, "label": "firing"}])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
