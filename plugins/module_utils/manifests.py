@@ -13,6 +13,8 @@ builders the roles use (``tenant_plan`` / ``kueue_objects``); this module only l
                                     RoleBindings
     kueue/                          Kueue's Configuration as the ConfigMap ``kueue-manager-config`` that an
                                     in-cluster Kueue reads; applied with Kueue itself, before the rest
+    monitoring/                     ServiceMonitors, PrometheusRule and the Grafana dashboard ConfigMap, for a
+                                    cluster with kube-prometheus-stack; applied after its CRDs
 
 Every file holds one object, keys sorted, so the same input gives the same bytes and a second render is no diff.
 """
@@ -67,14 +69,15 @@ def _kustomization(resources, comment):
         {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}))
 
 
-def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-system"):
+def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-system", monitoring_objects=None):
     """Lay ``objects`` (manifest dicts as the roles apply them) out as a kustomize tree.
 
     A namespaced object goes to the directory of the tenant that owns its namespace (the Namespace's
     ``fairgpu.io/tenant`` label); cluster-scoped objects and those of platform namespaces (the MIG manager's
     ConfigMap in the GPU Operator's namespace) go to ``base/``. ``kueue_configuration``: Kueue's
-    ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory).
-    Returns ``{relative path: file text}``.
+    ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory);
+    ``monitoring_objects``: the monitoring role's objects for the Prometheus Operator (None or []: no
+    ``monitoring/`` directory). Returns ``{relative path: file text}``.
     """
     owners = {o["metadata"]["name"]: o["metadata"]["labels"][TENANT_LABEL]
               for o in objects if o["kind"] == "Namespace"}
@@ -99,4 +102,12 @@ def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-sys
         tree["kueue/" + _file_name(config_map)] = dump(config_map)
         tree["kueue/kustomization.yaml"] = _kustomization(
             [_file_name(config_map)], "Kueue's configuration: apply with Kueue's own manifests, first")
+    if monitoring_objects:
+        names = []
+        for obj in monitoring_objects:
+            namespace = obj["metadata"].get("namespace")
+            names.append(("%s-" % namespace if namespace else "") + _file_name(obj))
+            tree["monitoring/" + names[-1]] = dump(obj)
+        tree["monitoring/kustomization.yaml"] = _kustomization(
+            sorted(names), "Monitoring for a cluster with kube-prometheus-stack: apply after its CRDs")
     return tree

@@ -40,6 +40,16 @@ def test_layout_base_and_one_directory_per_tenant():
     assert yaml.safe_load(config["data"]["controller_manager_config.yaml"])["kind"] == "Configuration"
 
 
+def test_monitoring_objects_get_a_directory_of_their_own():
+    rule = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": "fairgpu-alerts", "namespace": "fairgpu-monitoring"}}
+    tree = kustomize_tree(tenant_plan(TEAMS, NODES)["objects"], monitoring_objects=[rule])
+    assert yaml.safe_load(tree["monitoring/kustomization.yaml"])["resources"] == [
+        "fairgpu-monitoring-prometheusrule-fairgpu-alerts.yaml"]
+    assert "monitoring" not in yaml.safe_load(tree["kustomization.yaml"])["resources"], \
+        "the top tree must apply on a cluster without the Prometheus Operator's CRDs"
+
+
 def test_same_input_same_bytes():
     assert kustomize_tree(tenant_plan(TEAMS, NODES)["objects"]) == kustomize_tree(tenant_plan(TEAMS, NODES)["objects"])
 
