@@ -52,12 +52,12 @@ class SimulatedDcgmCollector(object):
 
     def collect(self):
         devices, pods = self.read()
-        held, skipped = dcgm_sim.live_gpu_pods(pods, set(devices))
+        held = dcgm_sim.live_gpu_pods(pods, set(devices))
         with self.lock:
             self.assignment, unplaced = dcgm_sim.assign(self.assignment, devices, held)
-            for name in set(skipped + unplaced) - self.reported:
-                LOG.warning("pod %s holds no simulated GPU (MIG resource, or more GPUs than its node has free)", name)
-            self.reported = set(skipped + unplaced)
+            for name in set(unplaced) - self.reported:
+                LOG.warning("pod %s holds no simulated device (more than its node has free of what it asks for)", name)
+            self.reported = set(unplaced)
             rows = dcgm_sim.samples(devices, self.assignment, held)
         families = {}
         for name, labels, value in rows:

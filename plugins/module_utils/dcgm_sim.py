@@ -27,18 +27,24 @@ The values follow the pod's annotations, which the validate role's load Jobs set
 - ``fairgpu.io/simulated-gpu-utilization`` (%, 0 to 100, default 0): GPU_UTIL, and GR_ENGINE_ACTIVE = % / 100.
 
 Only live pods hold devices: phase Running, bound to a simulated GPU node (annotation
-``fairgpu.io/simulated-gpu-product``), requesting ``nvidia.com/gpu``. Pods requesting MIG resources
-(``nvidia.com/mig-<profile>``) are not simulated yet (the embedded cluster's MIG path is separate): they are
-returned as skipped.
+``fairgpu.io/simulated-gpu-product``), requesting ``nvidia.com/gpu`` or a MIG resource ``nvidia.com/mig-<profile>``.
+On a node the simulated MIG manager partitioned (annotation ``fairgpu.io/simulated-mig-layout``), each GPU
+instance is a device of its own, as dcgm-exporter reports them: the parent GPU's ``gpu`` and ``UUID`` with
+``GPU_I_PROFILE`` and ``GPU_I_ID``, its memory the profile's; a pod asking for ``nvidia.com/mig-2g.20gb`` holds
+a free ``2g.20gb`` instance of its node.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import uuid
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import LAYOUT_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_gpus
 
 ANNOTATION_PRODUCT = "fairgpu.io/simulated-gpu-product"
 ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"
@@ -70,10 +76,12 @@ def _model_name(product):
 
 
 def node_devices(node):
-    """The whole GPUs of a simulated node (a Node object as a dict), in index order:
-    ``[{"node", "gpu", "uuid", "model_name", "memory_mib"}]``; ``[]`` for a node without the annotations.
-    UUIDs are the simulated nvidia-smi's (UUID-5 of node name and index). Raises DcgmSimError for a bad count
-    or memory annotation or an unknown product."""
+    """The devices of a simulated node (a Node object as a dict), in index order: ``[{"node", "gpu", "key",
+    "resource", "uuid", "model_name", "memory_mib"}]`` plus ``mig_profile`` and ``gi_id`` for a GPU instance;
+    ``[]`` for a node without the annotations. ``key`` tells devices of one node apart (the GPU index, or
+    ``"<gpu>/<gi>"``); ``resource`` is what a pod asks for to get it. UUIDs and GPU instance IDs are the
+    simulated nvidia-smi's. Raises DcgmSimError for a bad count, memory or layout annotation or an unknown
+    product."""
     meta = node.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     product = annotations.get(ANNOTATION_PRODUCT)
@@ -87,10 +95,23 @@ def node_devices(node):
     except ValueError:
         raise DcgmSimError("node %s: %s and %s must be integers" % (meta.get("name"), ANNOTATION_COUNT,
                                                                      ANNOTATION_MEMORY_MIB))
-    return [{"node": meta["name"], "gpu": index,
-             "uuid": "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (meta["name"], index)),
-             "model_name": _model_name(product), "memory_mib": memory}
-            for index in range(count)]
+    try:
+        gpus = simulated_gpus(meta["name"], product, count, json.loads(annotations.get(LAYOUT_ANNOTATION) or "null"))
+    except (ValueError, mig_layout.MigLayoutError) as exc:
+        raise DcgmSimError("node %s: %s: %s" % (meta.get("name"), LAYOUT_ANNOTATION, exc))
+    devices = []
+    for gpu in gpus:
+        whole = {"node": meta["name"], "gpu": gpu["index"], "key": gpu["index"], "resource": GPU_RESOURCE,
+                 "uuid": "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (meta["name"], gpu["index"])),
+                 "model_name": _model_name(product), "memory_mib": memory}
+        if not gpu["mig_enabled"]:
+            devices.append(whole)
+        for instance in gpu["gpu_instances"]:
+            devices.append(dict(whole, key="%d/%d" % (gpu["index"], instance["id"]),
+                                resource=mig_layout.mig_resource(instance["profile"]),
+                                memory_mib=mig_layout.profile_memory_mib(product, instance["profile"]),
+                                mig_profile=instance["profile"], gi_id=instance["id"]))
+    return devices
 
 
 def _float_annotation(pod_name, annotations, key, low, high):
@@ -107,29 +128,33 @@ def _float_annotation(pod_name, annotations, key, low, high):
     return value
 
 
+def _accelerators(container):
+    """``{resource: count > 0}`` of the accelerators a container asks for (requests, else limits)."""
+    requests = (container.get("resources") or {}).get("requests") or {}
+    limits = (container.get("resources") or {}).get("limits") or {}
+    wanted = {}
+    for name in set(requests) | set(limits):
+        if name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX):
+            count = int(requests.get(name, limits.get(name)))
+            if count > 0:
+                wanted[name] = count
+    return wanted
+
+
 def live_gpu_pods(pods, gpu_nodes):
-    """Pods that hold simulated GPUs: Running, on one of ``gpu_nodes`` (node names), with containers
-    requesting ``nvidia.com/gpu``. Returns ``(held, skipped)``: ``held`` is a list of ``{"uid", "namespace", "name",
-    "node", "containers": [(container, GPUs)], "memory_fraction", "utilization"}`` sorted by start time and name;
-    ``skipped`` names pods (``namespace/name``) that request MIG devices, which are not simulated."""
-    held, skipped = [], []
+    """Pods that hold simulated devices: Running, on one of ``gpu_nodes`` (node names), with containers asking
+    for ``nvidia.com/gpu`` or MIG devices. Returns a list of ``{"uid", "namespace", "name", "node", "containers":
+    [(container, resource, devices)], "memory_fraction", "utilization"}`` sorted by start time and name."""
+    held = []
     for pod in pods:
         meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
         if status.get("phase") != "Running" or spec.get("nodeName") not in gpu_nodes:
             continue
-        containers, mig = [], False
-        for container in spec.get("containers") or []:
-            requests = ((container.get("resources") or {}).get("requests") or {})
-            limits = ((container.get("resources") or {}).get("limits") or {})
-            wanted = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
-            mig = mig or any(k.startswith(MIG_RESOURCE_PREFIX) for k in list(requests) + list(limits))
-            if wanted is not None and int(wanted) > 0:
-                containers.append((container["name"], int(wanted)))
-        name = "%s/%s" % (meta.get("namespace"), meta.get("name"))
-        if mig:
-            skipped.append(name)
+        containers = [(container["name"], resource, count) for container in spec.get("containers") or []
+                      for resource, count in sorted(_accelerators(container).items())]
         if not containers:
             continue
+        name = "%s/%s" % (meta.get("namespace"), meta.get("name"))
         annotations = meta.get("annotations") or {}
         held.append({
             "uid": meta.get("uid") or name, "namespace": meta.get("namespace"), "name": meta.get("name"),
@@ -138,34 +163,36 @@ def live_gpu_pods(pods, gpu_nodes):
             "utilization": _float_annotation(name, annotations, ANNOTATION_UTILIZATION, 0, 100),
         })
     held.sort(key=lambda p: (p["started"], p["namespace"], p["name"]))
-    return held, sorted(skipped)
+    return held
 
 
 def assign(previous, devices, pods):
     """Which devices each live pod holds, as the device plugin would have allocated them.
 
-    ``previous``: the last result (``{pod uid: [(container, node, gpu index)]}``); a pod keeps its devices while it
-    lives. New pods get the lowest free indices of their node, in the order of ``pods``. ``devices``: node name ->
-    list from ``node_devices``. Returns ``(assignment, unplaced)``; ``unplaced`` names pods whose node has fewer free
-    simulated GPUs than they request (the scheduler would not have bound them; reported, never invented)."""
+    ``previous``: the last result (``{pod uid: [(container, node, device key)]}``); a pod keeps its devices while
+    it lives. New pods get the first free devices of the resource they ask for on their node, in the order of
+    ``pods``. ``devices``: node name -> list from ``node_devices``. Returns ``(assignment, unplaced)``; ``unplaced``
+    names pods whose node has fewer free simulated devices than they request (the scheduler would not have bound
+    them; reported, never invented)."""
     live = {p["uid"]: p for p in pods}
     assignment = {uid: held for uid, held in previous.items() if uid in live}
-    taken = {(node, index) for held in assignment.values() for _container, node, index in held}
+    taken = {(node, key) for held in assignment.values() for _container, node, key in held}
     unplaced = []
     for pod in pods:
         if pod["uid"] in assignment:
             continue
-        free = [d["gpu"] for d in devices.get(pod["node"], []) if (pod["node"], d["gpu"]) not in taken]
-        needed = sum(count for _container, count in pod["containers"])
-        if len(free) < needed:
+        node = pod["node"]
+        free = {resource: [d["key"] for d in devices.get(node, []) if d["resource"] == resource
+                           and (node, d["key"]) not in taken] for _container, resource, _count in pod["containers"]}
+        if any(len(free[resource]) < count for _container, resource, count in pod["containers"]):
             unplaced.append("%s/%s" % (pod["namespace"], pod["name"]))
             continue
         held = []
-        for container, count in pod["containers"]:
+        for container, resource, count in pod["containers"]:
             for _ in range(count):
-                index = free.pop(0)
-                held.append((container, pod["node"], index))
-                taken.add((pod["node"], index))
+                key = free[resource].pop(0)
+                held.append((container, node, key))
+                taken.add((node, key))
         assignment[pod["uid"]] = held
     return assignment, unplaced
 
@@ -204,12 +231,12 @@ def samples(devices, assignment, pods, driver_version=DRIVER_VERSION):
     by_uid = {p["uid"]: p for p in pods}
     holder = {}
     for uid, held in assignment.items():
-        for container, node, index in held:
-            holder[(node, index)] = (by_uid[uid], container)
+        for container, node, key in held:
+            holder[(node, key)] = (by_uid[uid], container)
     rows = []
     for node in sorted(devices):
         for device in devices[node]:
-            pod, container = holder.get((node, device["gpu"]), (None, ""))
+            pod, container = holder.get((node, device["key"]), (None, ""))
             labels = device_labels(device, container, pod and pod["namespace"], pod and pod["name"], driver_version)
             values = device_values(device["memory_mib"], pod["memory_fraction"] if pod else 0.0,
                                    pod["utilization"] if pod else 0.0, held=pod is not None,

@@ -2,6 +2,7 @@
 shared/fixtures/dcgm/ with its comment lines): the same metric names, HELP, types, label names and label order,
 units (MiB, ratio 0..1) and empty pod labels for a free device; and which pod holds which GPU."""
 
+import json
 import os
 
 import pytest
@@ -103,7 +104,7 @@ def test_whole_gpu_has_the_labels_without_the_mig_pair():
 
 def test_served_text_parses_like_the_real_scrape():
     devices = {"gpu-node-0": dcgm_sim.node_devices(node(count=2))}
-    held, _ = dcgm_sim.live_gpu_pods([pod("job-a-x1")], {"gpu-node-0"})
+    held = dcgm_sim.live_gpu_pods([pod("job-a-x1")], {"gpu-node-0"})
     assignment, _ = dcgm_sim.assign({}, devices, held)
     ours = {f.name: f for f in text_string_to_metric_families(render(dcgm_sim.samples(devices, assignment, held)))}
     real = fixture_families()
@@ -151,14 +152,16 @@ def test_only_live_pods_on_simulated_gpu_nodes_hold_gpus():
     pods = [pod("run"), pod("done", phase="Succeeded"), pod("pending", phase="Pending"),
             pod("elsewhere", node_name="cpu-node"), pod("cpu-only", gpus=0),
             pod("mig", resource="nvidia.com/mig-1g.10gb")]
-    held, skipped = dcgm_sim.live_gpu_pods(pods, {"gpu-node-0"})
-    assert [p["name"] for p in held] == ["run"]
-    assert held[0]["memory_fraction"] == 0.8 and held[0]["utilization"] == 100.0
-    assert skipped == ["team-a/mig"]
+    held = dcgm_sim.live_gpu_pods(pods, {"gpu-node-0"})
+    assert [p["name"] for p in held] == ["mig", "run"]
+    assert held[1]["memory_fraction"] == 0.8 and held[1]["utilization"] == 100.0
+    assert held[0]["containers"] == [("load", "nvidia.com/mig-1g.10gb", 1)]
+    # A node without MIG has no 1g.10gb instance for it: reported, never invented.
+    assert dcgm_sim.assign({}, {"gpu-node-0": dcgm_sim.node_devices(node(count=1))}, held)[1] == ["team-a/mig"]
 
 
 def test_a_pod_without_annotations_is_idle_and_bad_annotations_are_named():
-    held, _ = dcgm_sim.live_gpu_pods([pod("quiet", fraction=None, util=None)], {"gpu-node-0"})
+    held = dcgm_sim.live_gpu_pods([pod("quiet", fraction=None, util=None)], {"gpu-node-0"})
     assert (held[0]["memory_fraction"], held[0]["utilization"]) == (0.0, 0.0)
     with pytest.raises(dcgm_sim.DcgmSimError, match="team-a/bad: annotation fairgpu.io/simulated-gpu-memory-fraction"):
         dcgm_sim.live_gpu_pods([pod("bad", fraction="1.5")], {"gpu-node-0"})
@@ -168,12 +171,12 @@ def test_a_pod_without_annotations_is_idle_and_bad_annotations_are_named():
 
 def test_pods_keep_their_gpus_and_new_pods_take_the_lowest_free_ones():
     devices = {"gpu-node-0": dcgm_sim.node_devices(node(count=4))}
-    first, _ = dcgm_sim.live_gpu_pods([pod("a", gpus=2, start="t1"), pod("b", start="t2")], {"gpu-node-0"})
+    first = dcgm_sim.live_gpu_pods([pod("a", gpus=2, start="t1"), pod("b", start="t2")], {"gpu-node-0"})
     assignment, unplaced = dcgm_sim.assign({}, devices, first)
     assert assignment == {"uid-a": [("load", "gpu-node-0", 0), ("load", "gpu-node-0", 1)],
                           "uid-b": [("load", "gpu-node-0", 2)]} and unplaced == []
     # a finishes; c arrives and takes GPU 0; b keeps GPU 2; d wants 3 of the 2 left: not invented.
-    second, _ = dcgm_sim.live_gpu_pods([pod("b", start="t2"), pod("c", start="t3"), pod("d", gpus=3, start="t4")],
+    second = dcgm_sim.live_gpu_pods([pod("b", start="t2"), pod("c", start="t3"), pod("d", gpus=3, start="t4")],
                                        {"gpu-node-0"})
     assignment, unplaced = dcgm_sim.assign(assignment, devices, second)
     assert assignment == {"uid-b": [("load", "gpu-node-0", 2)], "uid-c": [("load", "gpu-node-0", 0)]}
@@ -182,3 +185,25 @@ def test_pods_keep_their_gpus_and_new_pods_take_the_lowest_free_ones():
     used = {dict(labels)["gpu"]: (dict(labels)["pod"], value) for name, labels, value in rows
             if name == "DCGM_FI_DEV_FB_USED"}
     assert used["0"][0] == "c" and used["2"][0] == "b" and used["1"] == ("", 0) and used["3"] == ("", 0)
+
+
+def test_mig_instances_are_devices_of_their_own():
+    mig_node = node(count=2)
+    mig_node["metadata"]["annotations"]["fairgpu.io/simulated-mig-layout"] = json.dumps([{"2g.20gb": 2}, None])
+    devices = {"gpu-node-0": dcgm_sim.node_devices(mig_node)}
+    smi = simulated_gpus("gpu-node-0", "NVIDIA-H100-80GB-HBM3", 2, [{"2g.20gb": 2}, None])
+    instances = [d for d in devices["gpu-node-0"] if d.get("mig_profile")]
+    assert [(d["gpu"], d["gi_id"], d["resource"]) for d in instances] == [
+        (0, gi["id"], "nvidia.com/mig-2g.20gb") for gi in smi[0]["gpu_instances"]]
+    assert [d["key"] for d in devices["gpu-node-0"] if not d.get("mig_profile")] == [1], "GPU 1 stays whole"
+    assert instances[0]["memory_mib"] == 20096 and instances[0]["uuid"] == smi[0]["uuid"]
+    held = dcgm_sim.live_gpu_pods([pod("slice", resource="nvidia.com/mig-2g.20gb"), pod("whole", start="t9")],
+                                  {"gpu-node-0"})
+    assignment, unplaced = dcgm_sim.assign({}, devices, held)
+    assert unplaced == [] and assignment["uid-whole"] == [("load", "gpu-node-0", 1)]
+    assert assignment["uid-slice"] == [("load", "gpu-node-0", instances[0]["key"])]
+    rows = dcgm_sim.samples(devices, assignment, held)
+    slice_rows = [(name, dict(labels)) for name, labels, _value in rows if dict(labels)["pod"] == "slice"]
+    assert {name for name, _labels in slice_rows} == {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+                                                      "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}, "no GPU_UTIL for MIG"
+    assert slice_rows[0][1]["GPU_I_PROFILE"] == "2g.20gb" and slice_rows[0][1]["GPU_I_ID"] == str(instances[0]["gi_id"])
