@@ -24,10 +24,11 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import PRIORITY_CLASS_LABEL
+
 PROBE_PREFIX = "fairgpu-probe-"
 PROBE_LABEL = "fairgpu.io/probe"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 _POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
 _QUOTA = re.compile(r"exceeded quota: ([^,]+)")
 

@@ -16,11 +16,14 @@ import copy
 import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils import manifests, mig_layout, nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import ANNOTATION_PREFIX, NVIDIA_SMI_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import PRODUCT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import (
+    ANNOTATION_PREFIX,
+    MIG_STATE_LABEL as STATE_LABEL,
+    NVIDIA_SMI_ANNOTATION,
+)
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
-STATE_LABEL = "nvidia.com/mig.config.state"
 
 
 def config_document(profile="2g.20gb", per_gpu=2, layouts=None):
