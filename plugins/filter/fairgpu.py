@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
     cluster_spec,
+    kueue_objects,
     kueue_webhooks,
     manifests,
     mig_layout,
@@ -31,6 +32,7 @@ class FilterModule(object):
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
+            "isolation_errors": kueue_objects.isolation_errors,
             "node_pool_capacity": cluster_spec.pool_capacity,
             "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,
             "kustomize_tree": manifests.kustomize_tree,

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout, tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label, is_whole_number
@@ -117,17 +117,13 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     return nodes
 
 
-def pool_capacity(pools, mig_strategy="single", mig_config=None, mig_config_name=None):
-    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes: ``{accelerator resource:
-    devices, "cpu": millicores, "memory": bytes}`` (with ``mig_config``: once its config ``mig_config_name`` is
-    applied). Raises MigLayoutError for a MIG config that does not fit the pools' GPUs."""
-    capacity = {"cpu": int(sum(pool["count"] * parse_quantity(pool["cpu"]) * 1000 for pool in pools)),
-                "memory": int(sum(pool["count"] * parse_quantity(pool["memory"]) for pool in pools))}
-    for node in node_pool_nodes(pools):
-        for name, count in _accelerators(node, mig_strategy, mig_config, mig_config_name)[1].items():
-            if count:
-                capacity[name] = capacity.get(name, 0) + count
-    return capacity
+def pool_capacity(pools, mig_strategy="single", mig_config=None, mig_config_name=None,
+                  pods_reserved_per_node=tenant_plan.DEFAULT_PODS_RESERVED_PER_NODE):
+    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes (``tenant_plan.
+    capacity_totals`` of the pools' nodes as ``pool_gpu_nodes`` builds them, so the pre-check counts exactly as
+    the plan of the live nodes will). Raises MigLayoutError for a MIG config that does not fit the pools' GPUs."""
+    nodes = pool_gpu_nodes(pools, mig_strategy, mig_config, mig_config_name)
+    return tenant_plan.capacity_totals(tenant_plan.cluster_capacity(nodes, pods_reserved_per_node))
 
 
 def total_gpus(pools):

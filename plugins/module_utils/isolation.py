@@ -14,6 +14,8 @@ Who refuses what, as the embedded cluster shows (and the integration tests asser
 - fairgpu's ValidatingAdmissionPolicies (``kueue_objects.admission_policies``): HTTP 403,
   ``ValidatingAdmissionPolicy '<name>' with binding '<name>' denied request: <message>``.
 - The namespace ResourceQuota: HTTP 403, ``exceeded quota: <name>, requested: ..., used: ..., limited: ...``.
+- Pod Security Admission (namespace label ``pod-security.kubernetes.io/enforce``): HTTP 403,
+  ``pods "<name>" is forbidden: violates PodSecurity "baseline:latest": ...``.
 - Kueue: the Job is created but its Workload never gets quota: condition ``QuotaReserved`` False with Kueue's
   reason (``Inadmissible``, ``Pending``) and message.
 """
@@ -47,7 +49,9 @@ def refusal(status, message):
         by = "ValidatingAdmissionPolicy " + policy.group(1)
     elif quota:
         by = "ResourceQuota " + quota.group(1)
-    elif "usage per Container" in message:
+    elif "violates PodSecurity" in message:
+        by = "PodSecurity"
+    elif "usage per Container" in message or "usage per Pod" in message:
         by = "LimitRange"
     else:
         by = "API server"
@@ -105,8 +109,9 @@ def forbidden_class(allowed, platform_classes):
 
 
 def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image="registry.k8s.io/pause:3.10",
-              priority_class=None, pod_priority_class=None):
-    """A Job of ``pods`` pods of ``gpus`` devices of ``resource`` each, labelled as a probe.
+              priority_class=None, pod_priority_class=None, containers=1, cpu="100m", memory="128Mi"):
+    """A Job of ``pods`` pods of ``containers`` containers of ``gpus`` devices of ``resource`` each (and ``cpu``,
+    ``memory``), labelled as a probe. Its pods pass the Pod Security restricted profile.
 
     ``seconds``: simulated run time (kwok's pod-complete annotations; None on a real cluster, where the pause
     image runs until the probe deletes the Job).
@@ -117,7 +122,9 @@ def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=Non
     if priority_class:
         labels[PRIORITY_CLASS_LABEL] = priority_class
     template = {"metadata": {"labels": {PROBE_LABEL: "isolation"}},
-                "spec": {"restartPolicy": "Never", "containers": [_container("probe", image, resource, gpus)]}}
+                "spec": {"restartPolicy": "Never", "securityContext": dict(RESTRICTED_POD),
+                         "containers": [_container("probe-%d" % i if i else "probe", image, resource, gpus, cpu, memory)
+                                        for i in range(containers)]}}
     if seconds:
         template["metadata"]["annotations"] = {"pod-complete.stage.kwok.x-k8s.io/delay": "%ds" % seconds,
                                                "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "%ds" % seconds}
@@ -140,12 +147,68 @@ def bare_pod(name, namespace, resource, per_container=1, containers=1, owner_uid
                      "containers": [_container("probe-%d" % i, image, resource, per_container) for i in range(containers)]}}
 
 
-def _container(name, image, resource, gpus):
-    amount = {"cpu": "100m", "memory": "128Mi", resource: str(gpus)}
-    return {"name": name, "image": image, "resources": {"requests": dict(amount), "limits": dict(amount)}}
+# What the Pod Security restricted profile asks of a pod and a container
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted).
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _container(name, image, resource, gpus, cpu="100m", memory="128Mi"):
+    amount = {"cpu": cpu, "memory": memory, resource: str(gpus)}
+    return {"name": name, "image": image, "resources": {"requests": dict(amount), "limits": dict(amount)},
+            "securityContext": dict(RESTRICTED_CONTAINER)}
+
+
+def child_job(name, namespace, parent, resource, pods):
+    """A Job with no queue label that names ``parent`` (a Job object as the API returned it) as its controller,
+    ``pods`` pods of one device each: what Kueue would run as the parent's child, outside any quota."""
+    job = probe_job(name, namespace, resource, pods=pods)
+    job["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "controller": True,
+                                           "name": parent["metadata"]["name"], "uid": parent["metadata"]["uid"]}]
+    return job
+
+
+def device_door_jobs(namespace, resource, grace_max):
+    """Jobs that ask for no GPU and reach for the node's devices or host anyway, by route name. Each must be
+    refused when it is created."""
+    def job(route, change):
+        body = probe_job("door-" + route, namespace, resource, gpus=0)
+        change(body["spec"]["template"]["spec"])
+        return body
+
+    def env(spec):
+        spec["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+
+    def privileged(spec):
+        spec["containers"][0]["securityContext"] = {"privileged": True}
+
+    def host_dev(spec):
+        spec["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+        spec["containers"][0]["volumeMounts"] = [{"name": "dev", "mountPath": "/dev"}]
+
+    def sys_admin(spec):
+        spec["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+
+    routes = {"NVIDIA_VISIBLE_DEVICES=all": env, "privileged": privileged, "hostPath /dev": host_dev,
+              "capability SYS_ADMIN": sys_admin,
+              "runtimeClassName nvidia": lambda spec: spec.update(runtimeClassName="nvidia"),
+              "terminationGracePeriodSeconds %d" % (grace_max + 1):
+                  lambda spec: spec.update(terminationGracePeriodSeconds=grace_max + 1)}
+    for field in ("hostPID", "hostNetwork", "hostIPC"):
+        routes[field] = (lambda f: lambda spec: spec.update({f: True}))(field)
+    return {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower()).strip("-")[:30], change)
+            for route, change in routes.items()}
+
+
+def privileged_pod(name, namespace, image="registry.k8s.io/pause:3.10"):
+    """A Pod with no GPU and a privileged container (for Pod Security's own refusal)."""
+    pod = bare_pod(name, namespace, "nvidia.com/gpu", per_container=0, image=image)
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    return pod
 
 
 def over_quota_split(max_devices):
-    """Two containers of ``max_devices // 2 + 1`` devices each: each fits the LimitRange maximum per container
-    (``max_devices``, for ``max_devices >= 1``) while the pod exceeds the ResourceQuota's ``max_devices``."""
+    """Two containers of ``max_devices // 2 + 1`` devices each: together more than the ResourceQuota's
+    ``max_devices``. The LimitRange refuses such a pod first when a node has fewer devices than that (its
+    Container and Pod maxima are the largest node's devices)."""
     return max_devices // 2 + 1

@@ -28,6 +28,51 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "fairgpu"}
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
+# Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/"
+POD_SECURITY_LEVELS = ("baseline", "restricted")
+# The tenant namespaces' policy beyond quotas (role variable tenants_isolation):
+# - pod_security_enforce / pod_security_warn: Pod Security levels of the namespaces. enforce applies to pods
+#   only (a violating Job is accepted, its pods then fail to be created); warn also answers on Jobs' templates.
+# - max_jobs: default ResourceQuota count/jobs.batch of a namespace (the tenant field max_jobs overrides it).
+# - pods_reserved_per_node: pod slots of each GPU node left out of the tenants' pods quotas (the node's daemons).
+# - termination_grace_max_seconds: the most terminationGracePeriodSeconds a tenant Job may ask for; a preempted
+#   pod keeps its GPUs until it is gone, so this bounds how long a reclaimed guarantee waits for them.
+DEFAULT_ISOLATION = {"pod_security_enforce": "baseline", "pod_security_warn": "restricted", "max_jobs": 100,
+                     "pods_reserved_per_node": 10, "termination_grace_max_seconds": 30}
+# Capabilities the Pod Security baseline profile allows a container to add ("Capabilities" control of
+# https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline).
+BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
+
+
+def isolation_errors(isolation):
+    """Check the namespace policy (``tenants_isolation``, keys of ``DEFAULT_ISOLATION``); messages name the key.
+    Never raises."""
+    where = "tenants_isolation"
+    if isolation is None:
+        return []
+    if not isinstance(isolation, dict):
+        return ["%s: give a mapping with some of %s" % (where, ", ".join(DEFAULT_ISOLATION))]
+    errors = ["%s.%s: unknown key; known keys are %s" % (where, key, ", ".join(DEFAULT_ISOLATION))
+              for key in sorted(str(k) for k in isolation if k not in DEFAULT_ISOLATION)]
+    for key in ("pod_security_enforce", "pod_security_warn"):
+        if key in isolation and isolation[key] not in POD_SECURITY_LEVELS:
+            errors.append("%s.%s: %r is not a level fairgpu allows; use baseline or restricted (privileged would "
+                          "open the host and its devices to tenants)" % (where, key, isolation[key]))
+    for key, low in (("max_jobs", 1), ("pods_reserved_per_node", 0), ("termination_grace_max_seconds", 0)):
+        value = isolation.get(key, low)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            errors.append("%s.%s: must be a whole number >= %d, got %r" % (where, key, low, value))
+    return errors
+
+
+def isolation_policy(isolation):
+    """``DEFAULT_ISOLATION`` with the keys of ``isolation`` (a dict or None) over it. Call ``isolation_errors``
+    first for user input."""
+    policy = dict(DEFAULT_ISOLATION)
+    policy.update(isolation or {})
+    return policy
 
 
 def flavor_name(product):
@@ -77,6 +122,9 @@ def _quantity(value):
 
 
 def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
+    """The tenant's ClusterQueue. It covers CPU, memory, the accelerator and ``pods`` (Kueue then counts one per
+    pod of a workload: pkg/scheduler/flavorassigner/flavorassigner.go, v0.19.2); every covered resource is
+    quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it."""
     gpu = {"name": tenant["gpu_resource"], "nominalQuota": _quantity(tenant["gpus"])}
     if cohort and tenant["borrowing_limit"] is not None:
         gpu["borrowingLimit"] = _quantity(tenant["borrowing_limit"])
@@ -88,13 +136,14 @@ def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
         "preemption": dict(preemption),
         "fairSharing": {"weight": _quantity(tenant["weight"])},
         "resourceGroups": [{
-            "coveredResources": ["cpu", "memory", tenant["gpu_resource"]],
+            "coveredResources": ["cpu", "memory", tenant["gpu_resource"], "pods"],
             "flavors": [{
                 "name": flavor["name"],
                 "resources": [
                     {"name": "cpu", "nominalQuota": tenant["cpu"]},
                     {"name": "memory", "nominalQuota": tenant["memory"]},
                     gpu,
+                    {"name": "pods", "nominalQuota": _quantity(tenant["pods"])},
                 ],
             }],
         }],
@@ -123,14 +172,27 @@ def tenant_role(namespace, tenant):
     }
 
 
-def namespace_objects(namespace, tenant, local_queue_name, limit_range):
+def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None):
+    """A tenant namespace and what holds in it: LocalQueues, ResourceQuota (the accelerator's hard maximum,
+    ``pods``, ``count/jobs.batch``), LimitRange, Role and RoleBinding. The Namespace carries the Pod Security
+    labels of ``isolation`` (``isolation_policy``)."""
+    isolation = isolation_policy(isolation)
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
     hard = dict(tenant["resource_quota"])
     hard["requests." + gpu] = _quantity(tenant["max_gpus"])
+    hard["pods"] = _quantity(tenant["max_pods"])
+    hard["count/jobs.batch"] = _quantity(tenant["max_jobs"])
+    namespace_labels = dict(labels)
+    for mode in ("enforce", "warn"):
+        namespace_labels[POD_SECURITY_LABEL + mode] = isolation["pod_security_" + mode]
+        namespace_labels[POD_SECURITY_LABEL + mode + "-version"] = "latest"
+    # No pod may ask for more devices than the largest node has: Kueue checks the LimitRange's Container and
+    # Pod maxima before admitting (pkg/util/limitrange, v0.19.2), so such a Job is never admitted.
+    per_pod = {gpu: _quantity(tenant.get("max_gpus_per_pod", tenant["max_gpus"]))}
     return [
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": namespace, "labels": labels,
+         "metadata": {"name": namespace, "labels": namespace_labels,
                       "annotations": {PRIORITY_CLASSES_ANNOTATION: ",".join(tenant["priority_classes"])}}},
         {"apiVersion": KUEUE_API, "kind": "LocalQueue",
          "metadata": {"name": local_queue_name, "namespace": namespace, "labels": labels},
@@ -150,8 +212,8 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range):
              # An explicit 0: with only a max, the API server would default every container to the max.
              "defaultRequest": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
              "default": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
-             "max": {gpu: _quantity(tenant["max_gpus"])},
-         }]}},
+             "max": dict(per_pod),
+         }, {"type": "Pod", "max": dict(per_pod)}]}},
         tenant_role(namespace, tenant),
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "fairgpu-tenant", "namespace": namespace, "labels": labels},
@@ -182,7 +244,60 @@ _ASKS = ("has(c.resources.%(f)s) && c.resources.%(f)s.exists(r, (r == 'nvidia.co
          "r.startsWith('nvidia.com/mig-')) && quantity(string(c.resources.%(f)s[r])).isGreaterThan(quantity('0')))")
 
 
-def admission_policies():
+# The pod template of a Job, and all its containers (init containers included: they run on the node too).
+_TEMPLATE = "object.spec.template.spec"
+_CONTAINERS = "(%s.containers + (has(%s.initContainers) ? %s.initContainers : []))" % ((_TEMPLATE,) * 3)
+
+
+def _template_rules(isolation):
+    """The validations of ``fairgpu-tenant-jobs`` on a Job's pod template, ``[(expression, message)]``.
+
+    Pod Security ``enforce`` applies to pods, not to Jobs (a violating Job is accepted, Kueue reserves its quota,
+    and only its pods fail later), so the routes to a node's devices and host are refused when the Job is
+    created. The first six are the Pod Security baseline controls that reach the host or its devices
+    (https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline: HostProcess aside, Host
+    Namespaces, Privileged Containers, Capabilities, HostPath Volumes, Host Ports); the others are not Pod
+    Security's: a runtime class picks the container runtime (the NVIDIA runtime hands devices to any container
+    that names them), ``NVIDIA_*`` variables ask the NVIDIA container runtime for devices, and a long grace period
+    keeps a preempted pod on its GPUs."""
+    capabilities = ", ".join("'%s'" % c for c in BASELINE_CAPABILITIES)
+    grace = isolation["termination_grace_max_seconds"]
+    return [
+        ("!(has(%(t)s.hostNetwork) && %(t)s.hostNetwork) && !(has(%(t)s.hostPID) && %(t)s.hostPID) && "
+         "!(has(%(t)s.hostIPC) && %(t)s.hostIPC)" % {"t": _TEMPLATE},
+         "tenant Jobs may not use the node's namespaces (hostNetwork, hostPID, hostIPC); remove them"),
+        ("!%s.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)"
+         % _CONTAINERS,
+         "tenant Jobs may not run privileged containers (securityContext.privileged), which see every device of "
+         "the node; remove it"),
+        ("!%s.exists(c, has(c.securityContext) && has(c.securityContext.capabilities) && "
+         "has(c.securityContext.capabilities.add) && c.securityContext.capabilities.add.exists(x, !(x in [%s])))"
+         % (_CONTAINERS, capabilities),
+         "tenant Jobs may add only the capabilities Pod Security baseline allows (%s); remove the others, such as "
+         "SYS_ADMIN" % ", ".join(BASELINE_CAPABILITIES)),
+        ("!has(%(t)s.volumes) || !%(t)s.volumes.exists(v, has(v.hostPath))" % {"t": _TEMPLATE},
+         "tenant Jobs may not mount hostPath volumes (such as /dev); use emptyDir, a ConfigMap or a "
+         "PersistentVolumeClaim"),
+        ("!%s.exists(c, has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0))" % _CONTAINERS,
+         "tenant Jobs may not use host ports; remove hostPort"),
+        ("!(has(%(t)s.securityContext) && has(%(t)s.securityContext.windowsOptions) && "
+         "has(%(t)s.securityContext.windowsOptions.hostProcess) && %(t)s.securityContext.windowsOptions.hostProcess)"
+         % {"t": _TEMPLATE},
+         "tenant Jobs may not run Windows host processes; remove windowsOptions.hostProcess"),
+        ("!has(%(t)s.runtimeClassName) || %(t)s.runtimeClassName == ''" % {"t": _TEMPLATE},
+         "tenant Jobs may not choose a runtime class (runtimeClassName): the platform's runtime decides which "
+         "devices a pod gets; remove it"),
+        ("!%s.exists(c, has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_')))" % _CONTAINERS,
+         "tenant Jobs may not set NVIDIA_* environment variables (NVIDIA_VISIBLE_DEVICES asks the NVIDIA runtime "
+         "for GPUs outside the pod's request); request nvidia.com/gpu instead"),
+        ("!has(%(t)s.terminationGracePeriodSeconds) || %(t)s.terminationGracePeriodSeconds <= %(g)d"
+         % {"t": _TEMPLATE, "g": grace},
+         "tenant Jobs may ask for at most %d s of terminationGracePeriodSeconds: a preempted pod keeps its GPUs "
+         "until it is gone; lower it" % grace),
+    ]
+
+
+def admission_policies(isolation=None):
     """The ValidatingAdmissionPolicies (Kubernetes >= 1.30) that hold in every tenant namespace (label
     ``fairgpu.io/tenant``), whoever asks, and their bindings:
 
@@ -191,10 +306,16 @@ def admission_policies():
       Priority admission plugin fills every pod's ``spec.priority`` before validation.
     - ``fairgpu-tenant-jobs``: a Job may name only the WorkloadPriorityClasses of its namespace's
       ``fairgpu.io/workload-priority-classes`` annotation, and its pods may not set a pod priority
-      (kube-scheduler would evict other tenants' pods for a higher one).
+      (kube-scheduler would evict other tenants' pods for a higher one). A Job may not name a controller
+      owner (other than a CronJob): Kueue treats a Job whose controller is a Job it manages as that Job's child,
+      with no Workload of its own, running while the parent is admitted (jobframework reconciler,
+      ``shouldSuspendChildJob``, v0.19.2), and leaves same-namespace owner spoofing to the platform. And its pod
+      template may not reach the node's devices or host (``_template_rules``).
 
-    They run inside the API server: no webhook, and they hold while Kueue is down. Returns manifest dicts.
+    ``isolation``: the namespace policy (``isolation_policy``). They run inside the API server: no webhook, and
+    they hold while Kueue is down. Returns manifest dicts.
     """
+    isolation = isolation_policy(isolation)
     containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
     gpu_pods = {
         "variables": [{"name": "accelerators", "expression": containers + ".exists(c, has(c.resources) && ((%s) || (%s)))"
@@ -233,7 +354,18 @@ def admission_policies():
              "reason": "Forbidden",
              "message": "pod priority (priorityClassName, priority) is not allowed in tenant Jobs: kube-scheduler "
                         "would evict other tenants' pods for it; set the label kueue.x-k8s.io/priority-class instead"},
-        ],
+            # Kueue and the garbage collector update Jobs; an owner that was there at creation stays allowed.
+            {"expression": "!has(object.metadata.ownerReferences) || (request.operation == 'UPDATE' && "
+                           "has(oldObject.metadata.ownerReferences) && "
+                           "oldObject.metadata.ownerReferences == object.metadata.ownerReferences) || "
+                           "!object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller && "
+                           "!(o.apiVersion == 'batch/v1' && o.kind == 'CronJob'))",
+             "reason": "Forbidden",
+             "message": "a tenant Job may not name a controller owner: Kueue would run it as a child of that Job, "
+                        "outside the tenant's ClusterQueue; submit it as a Job of its own with the label "
+                        "kueue.x-k8s.io/queue-name"},
+        ] + [{"expression": expression, "reason": "Forbidden", "message": message}
+             for expression, message in _template_rules(isolation)],
     }
     objects = []
     for name, resource, operations, rules in (
@@ -258,21 +390,22 @@ def admission_policies():
 
 
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                   local_queue_suffix="-queue", limit_range=None, priority_classes=()):
+                   local_queue_suffix="-queue", limit_range=None, priority_classes=(), isolation=None):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
     ``tenants``: normalised tenants (``tenant_spec.normalise``); ``flavors``: ``gpu_flavors`` output;
     ``preemption``: ClusterQueue ``spec.preemption`` (default: reclaim within cohort from any borrower,
     preempt lower priority within the queue); ``limit_range``: default container request/limit
     ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
-    ``[{"name", "value", "description"}]``. Returns a list of manifest dicts.
+    ``[{"name", "value", "description"}]``; ``isolation``: the namespace policy (``isolation_policy``).
+    Returns a list of manifest dicts.
     """
     if preemption is None:
         preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if limit_range is None:
         limit_range = DEFAULT_CONTAINER_RESOURCES
     used = {f["name"]: f for f in flavors for t in tenants if t["gpu_resource"] in f["resources"]}
-    objects = admission_policies()
+    objects = admission_policies(isolation)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
                         "metadata": {"name": priority_class["name"], "labels": _labels()},
@@ -289,5 +422,6 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         objects.append(cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy))
     for tenant in tenants:
         for namespace in tenant["namespaces"]:
-            objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range))
+            objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range,
+                                             isolation))
     return objects

@@ -49,11 +49,53 @@ def _quota(spec, resource):
     return nominal, borrowing, lending
 
 
+def pod_requests(pod_spec, resource):
+    """Devices of ``resource`` one pod holds, by Kubernetes' own rule (k8s.io/component-helpers
+    ``resource.PodRequests``, which Kueue uses too): the regular containers add up, together with every sidecar
+    (an init container with ``restartPolicy: Always``); each other init container runs alone with the sidecars
+    declared before it, and the pod needs the largest of those; ``overhead`` is added. A container's limit counts
+    when it has no request (the API server defaults the request to the limit). Returns an int."""
+    def amount(container):
+        resources = container.get("resources") or {}
+        return _count((resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource)))
+
+    containers = sum(amount(c) for c in pod_spec.get("containers") or [])
+    sidecars = init_peak = 0
+    for init in pod_spec.get("initContainers") or []:
+        if init.get("restartPolicy") == "Always":
+            sidecars += amount(init)
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, sidecars + amount(init))
+    overhead = _count((pod_spec.get("overhead") or {}).get(resource))
+    return max(containers + sidecars, init_peak) + overhead
+
+
+def pod_devices(pods, namespace_queues, resource):
+    """What tenants' pods hold on the nodes, per ClusterQueue: ``{queue: {"running": devices of Running pods that
+    are not being deleted, "terminating": devices of Running pods being deleted}}``.
+
+    ``pods``: Pod objects; ``namespace_queues``: namespace -> the ClusterQueue its LocalQueues point at (a pod
+    counts for its namespace's tenant whether Kueue admitted it or not: that is the point). A Running pod holds its
+    devices until it is gone; a preempted pod does so for its termination grace period."""
+    held = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        queue = namespace_queues.get(metadata.get("namespace"))
+        if queue is None or (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        devices = pod_requests(pod.get("spec") or {}, resource)
+        entry = held.setdefault(queue, {"running": 0, "terminating": 0})
+        entry["terminating" if metadata.get("deletionTimestamp") else "running"] += devices
+    return held
+
+
 def queue_summary(cluster_queue, resource):
     """One ClusterQueue as a dict: ``name``, ``cohort``, ``weight`` (float), ``nominal``, ``borrowing_limit``,
     ``lending_limit`` (devices or None), ``reserved``, ``in_use``, ``borrowed`` (devices),
     ``weighted_share`` (int or None), ``pending_workloads``, ``reserving_workloads``, ``admitted_workloads``
-    (ints), ``active`` (bool)."""
+    (ints), ``active`` (bool); ``pods_running`` and ``pods_terminating`` (devices held by the tenant's Running
+    pods, 0 here: ``admission_info`` fills them when it is given pods)."""
     spec = cluster_queue.get("spec") or {}
     status = cluster_queue.get("status") or {}
     nominal, borrowing, lending = _quota(spec, resource)
@@ -74,6 +116,8 @@ def queue_summary(cluster_queue, resource):
         "reserving_workloads": status.get("reservingWorkloads", 0),
         "admitted_workloads": status.get("admittedWorkloads", 0),
         "active": active,
+        "pods_running": 0,
+        "pods_terminating": 0,
     }
 
 
@@ -149,13 +193,14 @@ def workload_summary(workload, local_queues, resource):
     }
 
 
-def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com/gpu", queue_names=None):
+def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com/gpu", queue_names=None, pods=None):
     """Summarise Kueue's admission state.
 
     ``cluster_queues``, ``local_queues``, ``workloads``: lists of API objects. ``queue_names``: restrict to
-    these ClusterQueues (None: all given). Returns ``{"queues": {name: queue_summary}, "workloads":
-    [workload_summary sorted by namespace, creation time, name]}``; a workload is kept when its ClusterQueue is
-    one of the reported queues.
+    these ClusterQueues (None: all given). ``pods``: the tenants' Pod objects, to set each queue's
+    ``pods_running`` and ``pods_terminating`` (``pod_devices``). Returns ``{"queues": {name: queue_summary},
+    "workloads": [workload_summary sorted by namespace, creation time, name]}``; a workload is kept when its
+    ClusterQueue is one of the reported queues.
     """
     queues = {
         cq["metadata"]["name"]: queue_summary(cq, resource)
@@ -167,20 +212,24 @@ def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com
             (lq.get("spec") or {}).get("clusterQueue")
         for lq in local_queues
     }
+    namespace_queues = {namespace: queue for (namespace, _name), queue in lq_map.items() if queue in queues}
+    for queue, held in pod_devices(pods or [], namespace_queues, resource).items():
+        queues[queue]["pods_running"], queues[queue]["pods_terminating"] = held["running"], held["terminating"]
     summaries = [workload_summary(w, lq_map, resource) for w in workloads]
     summaries = [s for s in summaries if s["cluster_queue"] in queues]
     summaries.sort(key=lambda s: (s["namespace"] or "", s["created"] or "", s["name"] or ""))
     return {"queues": queues, "workloads": summaries}
 
 
-WAIT_KEYS = ("reserved_at_least", "admitted_at_least", "pending_at_least")
+WAIT_KEYS = ("reserved_at_least", "admitted_at_least", "pending_at_least", "running_at_least")
 
 
 def wait_for_errors(wait_for):
     """Check a ``wait_for`` condition; return error strings (empty when valid).
 
-    Forms: ``{"queue": NAME, "reserved_at_least" | "admitted_at_least" | "pending_at_least": N}`` (devices for
-    reserved, workloads for the others) or ``{"all_finished": true, "workloads_at_least": N (optional)}``.
+    Forms: ``{"queue": NAME, "reserved_at_least" | "admitted_at_least" | "pending_at_least" |
+    "running_at_least": N}`` (devices for reserved and running, the latter held by Running pods; workloads for
+    the others) or ``{"all_finished": true, "workloads_at_least": N (optional)}``.
     """
     if not isinstance(wait_for, dict) or not wait_for:
         return ["wait_for: give a mapping, for example {queue: team-b, reserved_at_least: 8}"]
@@ -214,6 +263,8 @@ def condition_met(info, wait_for):
         return False
     if "reserved_at_least" in wait_for:
         return queue["reserved"] >= wait_for["reserved_at_least"]
+    if "running_at_least" in wait_for:
+        return queue["pods_running"] >= wait_for["running_at_least"]
     if "admitted_at_least" in wait_for:
         return queue["admitted_workloads"] >= wait_for["admitted_at_least"]
     return queue["pending_workloads"] >= wait_for["pending_at_least"]
@@ -221,13 +272,15 @@ def condition_met(info, wait_for):
 
 def sample(info, seconds, wall_time):
     """One point of a timeline: ``{"t": seconds since the wait began, "ts": wall_time (Unix seconds),
-    "queues": {name: {reserved, borrowed, pending, admitted}}}``."""
+    "queues": {name: {reserved, borrowed, pending, admitted, running, terminating}}}`` (running and
+    terminating: devices held by the queue's Running pods, when pods were read)."""
     return {
         "t": round(seconds, 3),
         "ts": round(wall_time, 3),
         "queues": {
             name: {"reserved": q["reserved"], "borrowed": q["borrowed"],
-                   "pending": q["pending_workloads"], "admitted": q["admitted_workloads"]}
+                   "pending": q["pending_workloads"], "admitted": q["admitted_workloads"],
+                   "running": q["pods_running"], "terminating": q["pods_terminating"]}
             for name, q in sorted(info["queues"].items())
         },
     }

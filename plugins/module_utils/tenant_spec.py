@@ -21,8 +21,19 @@ Pure logic, no cluster access. One tenant is a dict::
                      one container's default request (tenants_default_container_resources)
     priority_classes: names of the platform's WorkloadPriorityClasses the tenant's Jobs may use
                      (default: all of them); any other ``kueue.x-k8s.io/priority-class`` is refused
-    resource_quota:  extra ResourceQuota ``spec.hard`` entries of its namespaces (``requests.cpu``,
-                     ``count/jobs.batch``, ...); the accelerator's own entry comes from max_gpus
+    resource_quota:  extra ResourceQuota ``spec.hard`` entries of its namespaces (``requests.cpu``, ...); the
+                     accelerator's own entry comes from max_gpus, ``pods`` from max_pods and
+                     ``count/jobs.batch`` from max_jobs
+    pods:            guaranteed pod slots: the ClusterQueue's nominalQuota of ``pods`` (integer >= gpus);
+                     default: the tenant's GPU share of the GPU nodes' pod slots (allocatable ``pods`` less
+                     the slots kept for the nodes' own daemons). Kueue counts one per pod of a workload when a
+                     ClusterQueue covers ``pods`` (pkg/scheduler/flavorassigner/flavorassigner.go, v0.19.2), so
+                     tiny CPU-only pods can no longer fill the nodes' pod limit outside any quota
+    max_pods:        hard maximum of pods per namespace (ResourceQuota ``pods``; default: every tenant pod slot
+                     of the cluster, what borrowing could reach)
+    max_jobs:        hard maximum of Jobs per namespace, finished ones included (ResourceQuota
+                     ``count/jobs.batch``; default: the caller's default, 100): caps the backlog one tenant can
+                     queue in a burst
 
 Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
@@ -48,8 +59,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-[1-7]g\.[0-9]+gb(\.me)?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
-    "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota",
+    "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",
+    "max_jobs",
 )
+# ResourceQuota keys fairgpu sets itself from the tenant's fields.
+OWN_QUOTA_KEYS = {"pods": "max_pods", "count/jobs.batch": "max_jobs"}
+DEFAULT_MAX_JOBS = 100
 # Namespaces a tenant must never own: Kueue's webhooks skip the first two, the rest are the system's.
 RESERVED_NAMESPACES = ("kube-system", "kueue-system", "kube-public", "kube-node-lease", "default")
 
@@ -74,7 +89,8 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
     """Validate ``tenants``; return a list of messages, each naming the tenant and field and saying the fix.
 
     ``capacity`` maps an accelerator resource name to what the cluster's nodes offer in all (ints), plus
-    optionally ``cpu`` (millicores) and ``memory`` (bytes); None skips the capacity checks. ``cohort`` is the
+    optionally ``cpu`` (millicores), ``memory`` (bytes) and ``pods`` (pod slots for tenants); None skips the
+    capacity checks. ``cohort`` is the
     cohort every ClusterQueue joins (empty or None: no cohort); ``preemption`` the ClusterQueues'
     ``spec.preemption``; ``limit_range`` one container's default ``{"cpu", "memory"}`` request (quantities):
     a tenant with GPUs guaranteed must be guaranteed at least that much CPU and memory (checked when
@@ -90,6 +106,7 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
         errors.append("tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it")
     names, owners = set(), {}
     guaranteed, holders = {}, {}
+    pod_guarantees = []
     explicit = {"cpu": 0, "memory": 0}
     for index, tenant in enumerate(tenants):
         if not isinstance(tenant, dict):
@@ -168,6 +185,27 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                 err("max_gpus", "%d is below the guarantee gpus=%d; the ResourceQuota would block the guarantee"
                     % (max_gpus, gpus))
 
+        pods = tenant.get("pods")
+        if pods is not None:
+            if not is_whole_number(pods) or pods < 0:
+                err("pods", "the guarantee must be a whole number of pods >= 0, got %r" % (pods,))
+                pods = None
+            elif gpus is not None and pods < gpus:
+                err("pods", "%d pod slots cannot hold the guarantee of %d GPUs (one pod each at least); raise pods"
+                    % (pods, gpus))
+            else:
+                pod_guarantees.append(pods)
+        max_pods = tenant.get("max_pods")
+        if max_pods is not None:
+            if not is_whole_number(max_pods) or max_pods < 0:
+                err("max_pods", "must be a whole number of pods >= 0, got %r" % (max_pods,))
+            elif pods is not None and max_pods < pods:
+                err("max_pods", "%d is below the guarantee pods=%d; the ResourceQuota would block the guarantee"
+                    % (max_pods, pods))
+        max_jobs = tenant.get("max_jobs")
+        if max_jobs is not None and (not is_whole_number(max_jobs) or max_jobs < 1):
+            err("max_jobs", "must be a whole number of Jobs >= 1, got %r" % (max_jobs,))
+
         groups = tenant.get("groups", [name])
         if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
             err("groups", "give a list of RBAC group names")
@@ -208,6 +246,10 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                     % (where, ", ".join(holders[resource]), total, resource,
                        "the cluster's nodes offer %d" % offered if offered else "no node offers it")
                 )
+        if "pods" in capacity and sum(pod_guarantees) > capacity["pods"]:
+            errors.append("%s: the pods guarantees add up to %d but the GPU nodes have %d pod slots for tenants "
+                          "(allocatable pods less tenants_pods_reserved_per_node); lower them"
+                          % (where, sum(pod_guarantees), capacity["pods"]))
         for field, unit in (("cpu", "millicores"), ("memory", "bytes")):
             if field in capacity and explicit[field] > capacity[field]:
                 errors.append("%s: the %s guarantees add up to %d %s but the GPU nodes have %d; lower them"
@@ -278,6 +320,9 @@ def resource_quota_errors(hard, resource):
                              "silently); write requests.%s" % bare))
         elif key == "requests." + str(resource):
             problems.append((at, "the tenant's own accelerator is limited by max_gpus; set max_gpus instead"))
+        elif key in OWN_QUOTA_KEYS:
+            problems.append((at, "fairgpu sets this entry from the tenant's %s; set %s instead"
+                             % (OWN_QUOTA_KEYS[key], OWN_QUOTA_KEYS[key])))
         try:
             if isinstance(value, bool) or not isinstance(value, (str, int)) or parse_quantity(value) < 0:
                 raise ValueError(value)
@@ -309,14 +354,22 @@ def _default_request_errors(tenants, capacity, limit_range, class_names):
     return errors
 
 
-def normalise(tenants, capacity, priority_classes=()):
+def normalise(tenants, capacity, priority_classes=(), max_jobs=DEFAULT_MAX_JOBS):
     """Fill every default of valid ``tenants`` (see the module docstring); returns new dicts.
 
     ``capacity``: accelerator resource -> total on the cluster (ints), plus ``cpu`` in millicores and
-    ``memory`` in bytes for the default CPU and memory guarantees; ``priority_classes``: the platform's
-    WorkloadPriorityClass names, the default of a tenant's ``priority_classes``. Call ``tenant_errors`` first.
+    ``memory`` in bytes for the default CPU and memory guarantees, ``pods`` (pod slots for tenants) for the
+    default pods guarantee and ``per_node`` (accelerator resource -> the most one node offers) for the largest
+    pod; ``priority_classes``: the platform's WorkloadPriorityClass names, the default of a tenant's
+    ``priority_classes``; ``max_jobs``: the default of a tenant's ``max_jobs``. Call ``tenant_errors`` first.
+
+    Besides the fields, each tenant gets ``max_gpus_per_pod``: the most devices one pod may ask for, the smaller
+    of ``max_gpus`` and the largest node's devices (LimitRange maximum per container and per pod; a larger pod
+    would be admitted by Kueue and never scheduled).
     """
     result = []
+    pod_slots = capacity.get("pods", 0)
+    per_node = capacity.get("per_node") or {}
     for tenant in tenants:
         resource = tenant.get("gpu_resource", GPU_RESOURCE)
         total = capacity.get(resource, 0)
@@ -329,6 +382,7 @@ def normalise(tenants, capacity, priority_classes=()):
         else:
             max_gpus = max(total, gpus)
         fraction = float(gpus) / total if total else 0.0
+        pods = tenant["pods"] if tenant.get("pods") is not None else max(gpus, int(pod_slots * fraction))
         entry = {
             "name": tenant["name"],
             "namespaces": list(tenant.get("namespaces", [tenant["name"]])),
@@ -337,10 +391,14 @@ def normalise(tenants, capacity, priority_classes=()):
             "lending_limit": tenant.get("lending_limit"),
             "weight": tenant.get("weight", 1),
             "max_gpus": max_gpus,
+            "max_gpus_per_pod": min(max_gpus, per_node.get(resource, max_gpus)),
             "gpu_resource": resource,
             "groups": list(tenant.get("groups", [tenant["name"]])),
             "priority_classes": list(tenant.get("priority_classes", priority_classes)),
             "resource_quota": dict(tenant.get("resource_quota") or {}),
+            "pods": pods,
+            "max_pods": tenant["max_pods"] if tenant.get("max_pods") is not None else max(pods, pod_slots),
+            "max_jobs": tenant["max_jobs"] if tenant.get("max_jobs") is not None else max_jobs,
             "cpu": format_cpu(parse_quantity(tenant["cpu"]) * 1000 if tenant.get("cpu") is not None
                               else int(capacity.get("cpu", 0) * fraction)),
             # Memory shares are rounded down to whole MiB.

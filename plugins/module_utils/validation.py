@@ -17,10 +17,11 @@ JOB_PREFIX = "fairgpu-val-"
 PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
 
 
-def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, start=0):
+def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, start=0, backlog=False):
     """``count`` load Job descriptions for ``tenant`` (a normalised tenant), for the ``load-jobs`` template:
-    ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus}``. Names are
-    ``fairgpu-val-<scenario>-<tenant>-<index>``; ``gpus`` per Job (devices), ``seconds`` of run time."""
+    ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus, backlog}``. Names are
+    ``fairgpu-val-<scenario>-<tenant>-<index>``; ``gpus`` per Job (devices), ``seconds`` of run time;
+    ``backlog``: labelled ``fairgpu.io/backlog`` (queued to load Kueue, deleted after the measurement)."""
     return [
         {
             "name": "%s%s-%s-%d" % (JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
@@ -31,8 +32,9 @@ def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, s
             "seconds": int(seconds),
             "resource": tenant["gpu_resource"],
             "gpus": int(gpus),
+            "backlog": bool(backlog),
         }
-        for index in range(start, start + int(count))
+        for index in range(int(start), int(start) + int(count))
     ]
 
 
@@ -86,8 +88,40 @@ def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
     }
 
 
+def accounting_check(timeline, grace_seconds, where):
+    """No tenant's Running pods hold more devices than Kueue has reserved for it, for longer than
+    ``grace_seconds`` in a row (between Kueue releasing a preempted workload and the Job controller deleting its
+    pods a sample can see the pods still Running). ``timeline``: ``kueue_admission_info`` samples read with pods
+    (``running``, ``reserved`` per queue). Fails naming the tenant, the devices and when; a tenant whose pods run
+    outside Kueue's accounting is the one named, not its victim."""
+    over, since = {}, {}
+    for point in timeline:
+        for queue, entry in sorted(point["queues"].items()):
+            excess = entry.get("running", 0) - entry["reserved"]
+            if excess > 0:
+                since.setdefault(queue, point["ts"])
+                lasted = point["ts"] - since[queue]
+                if lasted > grace_seconds and excess > over.get(queue, (0, 0))[0]:
+                    over[queue] = (excess, "%s: pods hold %d, Kueue reserved %d (for %.1f s, t=%.1f s)"
+                                   % (queue, entry["running"], entry["reserved"], lasted, point["t"]))
+            else:
+                since.pop(queue, None)
+    observed = "; ".join(text for _excess, text in over.values()) or "never (%d samples)" % len(timeline)
+    return _check("no tenant's Running pods hold more GPUs than Kueue reserved for it (%s)" % where,
+                  "never longer than %s s" % grace_seconds, observed, not over and bool(timeline))
+
+
+def guarantee_times(timeline, queue, devices, arrival_ts):
+    """``(seconds to Kueue's reservation, seconds to pods Running)`` of ``queue``'s ``devices`` from
+    ``arrival_ts`` (Unix time), from the first sample where each held; None where it never did."""
+    reserved = next((p["ts"] for p in timeline if p["queues"].get(queue, {}).get("reserved", 0) >= devices), None)
+    running = next((p["ts"] for p in timeline if p["queues"].get(queue, {}).get("running", 0) >= devices), None)
+    return tuple(None if ts is None else round(ts - arrival_ts, 3) for ts in (reserved, running))
+
+
 def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, flooded, held_back, arrival_ts, arrived,
-                 after, finished, jobs, events, bound_seconds):
+                 after, finished, jobs, events, bound_seconds, running_bound_seconds=60, backlog=0,
+                 accounting_grace_seconds=5):
     """Judge one flood scenario (``flooder`` floods the cluster, then ``arriver`` submits its guarantee).
 
     ``reach``: devices the flooder can hold when alone (``quota.reachable``); ``capacity``: devices of the
@@ -97,7 +131,11 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     ``arrived``: admission info of waiting for the arriver's guarantee, whose last timeline sample is the moment
     it held it (time-to-guarantee = that sample's ``ts`` - ``arrival_ts``); ``after``: admission info right after that; ``finished``:
     admission info once all finished; ``jobs``: every Job of the scenario at the end; ``events``: Events of
-    the flooder's namespace; ``bound_seconds``: the time-to-guarantee bound.
+    the flooder's namespace; ``bound_seconds``: the bound on Kueue's reservation of the guarantee;
+    ``running_bound_seconds``: the bound on the arriver's pods Running on its guaranteed GPUs (``arrived`` is the
+    wait for that, read with pods); ``backlog``: Jobs the flooder queued above the flood before the arrival
+    (deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
+    ``accounting_check``, applied to every sample read.
     """
     f, a = flooder["name"], arriver["name"]
     checks = []
@@ -110,11 +148,19 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     checks.append(_check("queued Jobs of %s not suspended" % f, [], unsuspended, not unsuspended and held_back["jobs"]))
     pods = sorted(p["metadata"]["name"] for p in held_back["pods"])
     checks.append(_check("pods of queued Jobs of %s" % f, [], pods, not pods))
-    ttg = round(arrived["timeline"][-1]["ts"] - arrival_ts, 3) if arrived.get("timeline") else arrived["elapsed"]
+    ttg, ttr = guarantee_times(arrived.get("timeline") or [], a, arriver["gpus"], arrival_ts)
     got = arrived["queues"][a]["reserved"]
     checks.append(_check("%s gets its guarantee (GPUs reserved)" % a, arriver["gpus"], got, got >= arriver["gpus"]))
-    checks.append(_check("time-to-guarantee of %s within %s s" % (a, bound_seconds), "<= %s s" % bound_seconds,
-                         "%.1f s" % ttg, ttg <= bound_seconds))
+    with_backlog = " with %d Jobs of %s's backlog queued" % (backlog, f) if backlog else ""
+    checks.append(_check("time-to-guarantee of %s, Kueue's reservation, within %s s%s" % (a, bound_seconds, with_backlog),
+                         "<= %s s" % bound_seconds, "never" if ttg is None else "%.1f s" % ttg,
+                         ttg is not None and ttg <= bound_seconds))
+    checks.append(_check("time-to-guarantee of %s, its pods Running on %d GPUs, within %s s%s"
+                         % (a, arriver["gpus"], running_bound_seconds, with_backlog),
+                         "<= %s s" % running_bound_seconds, "never" if ttr is None else "%.1f s" % ttr,
+                         ttr is not None and ttr <= running_bound_seconds))
+    checks.append(accounting_check(flooded.get("timeline", []) + arrived.get("timeline", [])
+                                   + finished.get("timeline", []), accounting_grace_seconds, scenario))
     flooder_workloads = _scenario_workloads(after, scenario)
     preempted = _preempted([w for w in flooder_workloads if w["namespace"] in flooder["namespaces"]])
     borrowed = flooded["queues"][f]["borrowed"]
@@ -142,6 +188,9 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
         "checks": checks,
         "metrics": {
             "time_to_guarantee_seconds": ttg,
+            "time_to_running_seconds": ttr,
+            "running_bound_seconds": running_bound_seconds,
+            "backlog_jobs": backlog,
             "flooder_reserved_before": held,
             "flooder_borrowed_before": borrowed,
             "preempted_workloads": len(preempted),

@@ -43,11 +43,21 @@ options:
     description: Whether to list Workloads (counts per queue are reported either way).
     type: bool
     default: true
+  pods:
+    description:
+      - Also read the Pods of O(namespaces) and report, per ClusterQueue, the devices its tenant's Running pods
+        hold (RV(queues.pods_running), RV(queues.pods_terminating)), whether Kueue admitted them or not.
+      - Needs O(namespaces). A pod's devices follow Kubernetes' pod request rule (init containers, sidecars,
+        overhead).
+    type: bool
+    default: false
   wait_for:
     description:
       - Poll until Kueue's state meets this condition, recording a timeline, then report.
       - "C({queue: NAME, reserved_at_least: N}): the ClusterQueue holds at least N devices."
       - "C({queue: NAME, admitted_at_least: N}) or C({queue: NAME, pending_at_least: N}): workload counts."
+      - "C({queue: NAME, running_at_least: N}): the tenant's Running pods hold at least N devices (needs
+        O(pods=true)): the guarantee in use, not only reserved."
       - "C({all_finished: true, workloads_at_least: N}): every reported Workload is Finished (and there are
         at least N)."
     type: dict
@@ -97,10 +107,18 @@ queues:
     reserving_workloads: {description: Workloads holding a quota reservation., type: int, returned: always}
     admitted_workloads: {description: Workloads admitted., type: int, returned: always}
     active: {description: Whether the ClusterQueue's Active condition is True., type: bool, returned: always}
+    pods_running:
+      description: Devices held by Running pods of the tenant's namespaces that are not being deleted (0 without O(pods)).
+      type: int
+      returned: always
+    pods_terminating:
+      description: Devices held by Running pods of the tenant's namespaces that are being deleted (0 without O(pods)).
+      type: int
+      returned: always
   sample:
     team-a: {name: team-a, cohort: fairgpu, weight: 1.0, nominal: 8, borrowing_limit: 8, lending_limit: 8,
              reserved: 16, in_use: 16, borrowed: 8, weighted_share: 500, pending_workloads: 4,
-             reserving_workloads: 16, admitted_workloads: 16, active: true}
+             reserving_workloads: 16, admitted_workloads: 16, active: true, pods_running: 16, pods_terminating: 0}
 workloads:
   description: The Workloads, sorted by namespace, creation time and name (empty when O(workloads=false)).
   returned: always
@@ -129,7 +147,8 @@ elapsed:
 timeline:
   description: >-
     With O(wait_for), one sample per poll, C({t: seconds since the start, ts: Unix time, queues: {NAME: {reserved, borrowed,
-    pending, admitted}}}); devices for reserved and borrowed, workloads for pending and admitted.
+    pending, admitted, running, terminating}}}); devices for reserved, borrowed, running and terminating (held by pods),
+    workloads for pending and admitted.
   returned: always
   type: list
   elements: dict
@@ -166,6 +185,7 @@ def argspec():
         cluster_queues=dict(type="list", elements="str", default=[]),
         resource=dict(type="str", default="nvidia.com/gpu"),
         workloads=dict(type="bool", default=True),
+        pods=dict(type="bool", default=False),
         wait_for=dict(type="dict"),
         wait_timeout=dict(type="float", default=120),
         poll_interval=dict(type="float", default=1),
@@ -195,6 +215,12 @@ def read(module, client):
     except DynamicApiError as exc:
         module.fail_json(msg="cannot read Kueue objects: %s %s" % (exc.status, exc.reason))
 
+    pods = []
+    if params["pods"]:
+        try:
+            pods = [p for ns in namespaces for p in client.get(client.resource("Pod", "v1"), namespace=ns).to_dict()["items"]]
+        except DynamicApiError as exc:
+            module.fail_json(msg="cannot read Pods: %s %s" % (exc.status, exc.reason))
     queue_names = set(params["cluster_queues"])
     if namespaces:
         queue_names.update(lq["spec"]["clusterQueue"] for lq in local_queues)
@@ -202,13 +228,17 @@ def read(module, client):
     if missing:
         module.fail_json(msg="ClusterQueue(s) %s do not exist" % ", ".join(missing))
     return admission_info(cluster_queues, local_queues, workloads, resource=params["resource"],
-                          queue_names=queue_names or None)
+                          queue_names=queue_names or None, pods=pods)
 
 
 def run(module, client):
     wait_for = module.params["wait_for"]
+    if module.params["pods"] and not module.params["namespaces"]:
+        module.fail_json(msg="pods: name the tenant namespaces whose pods to read (namespaces)")
     if wait_for is not None:
         errors = wait_for_errors(wait_for)
+        if "running_at_least" in wait_for and not module.params["pods"]:
+            errors.append("wait_for.running_at_least: needs pods=true")
         if errors:
             module.fail_json(msg="; ".join(errors))
     start = time.monotonic()

@@ -22,6 +22,14 @@ description:
     Kueue's suspension of its own Job and editing its Workload's status; more devices than its hard maximum
     in one pod, in many pods, and in a pod past Kueue; a WorkloadPriorityClass it is not allowed and a pod
     priority; and its highest allowed priority while O(other) holds its guarantee."
+  - "Round two (8 and up): a Job with no queue that claims its own admitted Job as controller (Kueue's child
+    Jobs, run outside any quota); CPU-only pods beyond the GPU nodes' pod slots, and O(other)'s time to pods
+    Running while the tenant holds every pod slot it can reach; a burst of Jobs past its Job quota; a Job that
+    reaches for the node's devices or host without a GPU request (C(NVIDIA_VISIBLE_DEVICES), privileged, host
+    namespaces, hostPath, added capabilities, a runtime class, a long grace period) and a privileged pod;
+    and a pod that asks for more devices than any node has."
+  - "The tenant's and O(other)'s Running pods are compared with what Kueue reserved for them after each
+    attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant."
   - Writes that must be refused are sent as server-side dry runs, so nothing changes even if one got through.
     The probe's Jobs (prefix C(fairgpu-probe-), label C(fairgpu.io/probe)) are real and deleted at the end.
   - Needs an identity allowed to impersonate users and groups (cluster admin); the kubeconfig's identity also
@@ -65,6 +73,18 @@ options:
     description: Seconds to watch, after the priority attempt is judged, that the other tenant keeps its guarantee.
     type: int
     default: 5
+  running_bound_seconds:
+    description: Bound on O(other)'s time from submitting its guarantee to its pods Running on it (attempt 9).
+    type: float
+    default: 60
+  accounting_grace_seconds:
+    description: How long a tenant's Running pods may hold more devices than Kueue reserved for it.
+    type: float
+    default: 5
+  termination_grace_max_seconds:
+    description: The most terminationGracePeriodSeconds tenant Jobs may ask for (C(tenants_isolation)).
+    type: int
+    default: 30
 """
 
 EXAMPLES = r"""
@@ -74,6 +94,7 @@ EXAMPLES = r"""
     other: "{{ tenants_plan.tenants[1] }}"
     priority_classes: "{{ tenants_workload_priority_classes }}"
     simulated: true
+    termination_grace_max_seconds: "{{ tenants_isolation.termination_grace_max_seconds }}"
   register: cheating
 """
 
@@ -90,10 +111,12 @@ scenario:
       type: list
       elements: dict
     metrics:
-      description: C(user) (the impersonated user) and C(groups).
+      description: >-
+        C(user) (the impersonated user), C(groups), and C(pod_slots_time_to_running_seconds), the other tenant's
+        time from submitting its guarantee to its pods Running while the tenant held every pod slot it could reach.
       type: dict
     timeline:
-      description: Empty (the attempts have no timeline).
+      description: The samples of Kueue's reservations and the pods' devices taken after each attempt.
       type: list
 passed:
   description: Whether every attempt was refused as expected.
@@ -111,7 +134,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import isolation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import isolation, kueue_status, validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import KUEUE_API
 
 try:
@@ -134,6 +157,9 @@ def argspec():
         image=dict(type="str", default="registry.k8s.io/pause:3.10"),
         timeout=dict(type="int", default=60),
         hold_seconds=dict(type="int", default=5),
+        running_bound_seconds=dict(type="float", default=60),
+        accounting_grace_seconds=dict(type="float", default=5),
+        termination_grace_max_seconds=dict(type="int", default=30),
     )
     return spec
 
@@ -149,6 +175,34 @@ class Probe(object):
         self.resource = self.tenant["gpu_resource"]
         self.seconds = 600 if params["simulated"] else None
         self.image = params["image"]
+        self.start = time.monotonic()
+        self.samples, self.metrics = [], {}
+
+    def wait_until(self, predicate, what, timeout=None):
+        """Poll ``predicate()`` every half second until it returns a true value, which is returned; fails the
+        module naming ``what`` after ``timeout`` seconds (default: the module's timeout)."""
+        timeout = self.module.params["timeout"] if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.module.fail_json(msg="%s: not within %s s" % (what, timeout))
+            time.sleep(0.5)
+
+    def read_state(self):
+        """Kueue's reservations and the devices the two tenants' Running pods hold (``kueue_status``)."""
+        namespaces = self.tenant["namespaces"] + self.other["namespaces"]
+        queues = self.admin.get(self.admin.resource("ClusterQueue", KUEUE_API)).to_dict()["items"]
+        local_queues = [q for ns in namespaces
+                        for q in self.admin.get(self.admin.resource("LocalQueue", KUEUE_API), namespace=ns).to_dict()["items"]]
+        pods = [p for ns in namespaces
+                for p in self.admin.get(self.admin.resource("Pod", "v1"), namespace=ns).to_dict()["items"]]
+        info = kueue_status.admission_info(queues, local_queues, [], resource=self.resource,
+                                           queue_names={self.tenant["name"], self.other["name"]}, pods=pods)
+        self.samples.append(kueue_status.sample(info, time.monotonic() - self.start, time.time()))
+        return info
 
     # -- sending ---------------------------------------------------------------------------------------------
     def send(self, client, verb, api_version, kind, body=None, name=None, namespace=None, dry_run=True):
@@ -180,17 +234,11 @@ class Probe(object):
 
     def workload_of(self, namespace, job_name, judged=True):
         """Wait for the Workload of a Job (and, with ``judged``, for Kueue's QuotaReserved condition)."""
-        resource = self.admin.resource("Workload", KUEUE_API)
-        deadline = time.monotonic() + self.module.params["timeout"]
-        while True:
-            items = self.admin.get(resource, namespace=namespace).to_dict()["items"]
-            mine = [w for w in items if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences", []))]
-            if mine and (not judged or isolation.quota_reserved(mine[0])):
-                return mine[0]
-            if time.monotonic() > deadline:
-                self.module.fail_json(msg="Kueue judged no Workload of Job %s/%s within %d s"
-                                      % (namespace, job_name, self.module.params["timeout"]))
-            time.sleep(0.5)
+        def find():
+            mine = [w for w in self._workloads(namespace)
+                    if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences", []))]
+            return mine[0] if mine and (not judged or isolation.quota_reserved(mine[0])) else None
+        return self.wait_until(find, "Kueue judged no Workload of Job %s/%s" % (namespace, job_name))
 
     def pods_of(self, namespace, job_name):
         resource = self.admin.resource("Pod", "v1")
@@ -306,7 +354,7 @@ class Probe(object):
         checks.append(isolation.refused_check(
             "6. a pod past Kueue (forged Job owner) asking for %d %s" % (2 * split, self.resource),
             {"create Pod": self.send(self.admin, "create", "v1", "Pod", forged, namespace=self.ns)},
-            "ResourceQuota fairgpu-gpu-quota"))
+            "ResourceQuota fairgpu-gpu-quota" if 2 * split <= self.tenant["max_gpus_per_pod"] else "LimitRange"))
 
         name = one["metadata"]["name"]
         workload = self.workload_of(self.ns, name, judged=False)["metadata"]["name"]
@@ -365,12 +413,9 @@ class Probe(object):
                                       queue=self._queue(other), seconds=self.seconds, image=self.image)
             self.job(self.as_other, job)
             held.append(job["metadata"]["name"])
-        deadline = time.monotonic() + params["timeout"]
-        while not all(self._admitted(self.other_ns, name) for name in held):
-            if time.monotonic() > deadline:
-                self.module.fail_json(msg="%s did not get its guarantee of %d within %d s; the priority attempt "
-                                      "needs an idle cluster" % (other["name"], other["gpus"], params["timeout"]))
-            time.sleep(0.5)
+        self.wait_until(lambda: all(self._admitted(self.other_ns, name) for name in held),
+                        "%s did not get its guarantee of %d; the priority attempt needs an idle cluster"
+                        % (other["name"], other["gpus"]))
         capacity = self._capacity(other["gpu_resource"])
         ask = capacity - other["gpus"] + 1
         job = isolation.probe_job("jump", self.ns, self.resource, pods=ask, queue=self._queue(self.tenant),
@@ -390,6 +435,123 @@ class Probe(object):
             "the tenant waits; %s keeps its guarantee, nothing evicted" % other["name"], observed,
             condition["status"] == "False" and len(kept) == len(held) and not evicted)
 
+    # -- round two: work and capacity Kueue never sees, the device door ------------------------------------
+    def spoofed_child(self):
+        """Attempt 8: a Job with no queue that names the tenant's own admitted Job as its controller."""
+        parent = isolation.probe_job("parent", self.ns, self.resource, gpus=0, queue=self._queue(self.tenant),
+                                     seconds=self.seconds, image=self.image)
+        self.job(self.as_tenant, parent)
+        self.wait_until(lambda: self._admitted(self.ns, parent["metadata"]["name"]),
+                        "Kueue did not admit the probe's parent Job %s" % parent["metadata"]["name"])
+        live = self.admin.get(self.admin.resource("Job", "batch/v1"), name=parent["metadata"]["name"],
+                              namespace=self.ns).to_dict()
+        pods = self._capacity(self.resource)
+        child = isolation.child_job("child", self.ns, live, self.resource, pods)
+        return [isolation.refused_check(
+            "8. a Job with no queue claiming its own admitted Job as controller (%d pods of 1 %s)" % (pods, self.resource),
+            {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", child, namespace=self.ns)},
+            "ValidatingAdmissionPolicy fairgpu-tenant-jobs")]
+
+    def pod_slots(self):
+        """Attempt 9: CPU-only pods past the nodes' pod slots; then every pod slot it can reach while the other
+        tenant submits its guarantee, which Kueue reclaims (measured to the other tenant's pods Running)."""
+        self.cleanup()  # the earlier attempts' Jobs hold pods and quota
+        slots = self._capacity("pods")
+        queue = self._queue(self.tenant)
+        flood = isolation.probe_job("pod-slots", self.ns, self.resource, gpus=0, pods=slots + 4, queue=queue,
+                                    seconds=self.seconds, image=self.image, cpu="10m", memory="16Mi")
+        checks = [self.pending_check(
+            "9. one Job of %d pods of 10m CPU and 16Mi (the GPU nodes have %d pod slots)" % (slots + 4, slots),
+            "never admitted: Kueue counts pods (insufficient quota for pods)", flood)]
+        self.delete_jobs(self.ns)
+        # Its own pod slots in one Job, the slots it may borrow in another: Kueue admits both while the other
+        # tenant is idle.
+        own, most = self.tenant["pods"], self.tenant["max_pods"]
+        jobs = [isolation.probe_job("slots-%d" % i, self.ns, self.resource, gpus=0, pods=count, queue=queue,
+                                    seconds=self.seconds, image=self.image, cpu="10m", memory="16Mi")
+                for i, count in enumerate((own, most - own)) if count]
+        for job in jobs:
+            self.job(self.as_tenant, job)
+
+        def all_running():
+            self.read_state()
+            return len(self._running_pods(self.ns)) >= most
+
+        self.wait_until(all_running, "%s's %d tiny pods did not all run" % (self.tenant["name"], most),
+                        timeout=4 * self.module.params["timeout"])
+        other = self.other
+        submitted = time.monotonic()
+        for index in range(other["gpus"]):
+            self.job(self.as_other, isolation.probe_job("slots-guarantee-%d" % index, self.other_ns,
+                                                        other["gpu_resource"], queue=self._queue(other),
+                                                        seconds=self.seconds, image=self.image))
+        bound = self.module.params["running_bound_seconds"]
+        self.wait_until(lambda: self.read_state()["queues"][other["name"]]["pods_running"] >= other["gpus"],
+                        "%s's pods did not run on its guarantee of %d while %s held %d pod slots"
+                        % (other["name"], other["gpus"], self.tenant["name"], most), timeout=3 * bound)
+        took = round(time.monotonic() - submitted, 1)
+        self.metrics["pod_slots_time_to_running_seconds"] = took
+        evicted = [w["metadata"]["name"] for w in self._workloads(self.ns) if isolation.was_evicted(w)]
+        checks.append(isolation.check(
+            "9. %s holds %d pod slots (%d borrowed); %s submits its guarantee of %d" % (
+                self.tenant["name"], most, most - own, other["name"], other["gpus"]),
+            "Kueue reclaims the borrowed slots; %s's pods Running within %s s" % (other["name"], bound),
+            "%s's pods Running after %.1f s; %s's workloads evicted: %s" % (other["name"], took, self.tenant["name"],
+                                                                          ", ".join(evicted) or "none"),
+            took <= bound))
+        self.delete_jobs(self.ns, self.other_ns)
+        return checks
+
+    def burst(self):
+        """Attempt 10: a burst of Jobs past the namespace's Job quota."""
+        quota = self.admin.get(self.admin.resource("ResourceQuota", "v1"), name="fairgpu-gpu-quota",
+                               namespace=self.ns).to_dict()
+        hard = int((quota.get("status") or {}).get("hard", {}).get("count/jobs.batch", 0))
+        used = int((quota.get("status") or {}).get("used", {}).get("count/jobs.batch", 0))
+        created, refused = 0, None
+        # Queued on a LocalQueue that does not exist: Kueue keeps them (no pods), as a backlog would wait.
+        for index in range(max(0, hard - used) + 1):
+            job = isolation.probe_job("burst-%d" % index, self.ns, self.resource, queue=isolation.PROBE_PREFIX + "nowhere",
+                                      image=self.image)
+            refused = self.send(self.as_tenant, "create", "batch/v1", "Job", job, namespace=self.ns, dry_run=False)
+            if refused is not None:
+                break
+            created += 1
+        result = isolation.refused_check(
+            "10. a burst of Jobs past its Job quota (count/jobs.batch %d, %d in use)" % (hard, used),
+            {"create Job %d" % (created + 1): refused}, "ResourceQuota fairgpu-gpu-quota")
+        result["observed"] = "%d created, then %s" % (created, result["observed"])
+        result["passed"] = result["passed"] and hard > 0 and created == hard - used
+        self.delete_jobs(self.ns)
+        return [result]
+
+    def device_door(self):
+        """Attempt 11: Jobs without a GPU request that reach for the node's devices or host; a privileged pod."""
+        jobs = isolation.device_door_jobs(self.ns, self.resource, self.module.params["termination_grace_max_seconds"])
+        outcomes = {route: self.send(self.as_tenant, "create", "batch/v1", "Job", job, namespace=self.ns)
+                    for route, job in jobs.items()}
+        pod = isolation.privileged_pod("privileged", self.ns, image=self.image)
+        return [
+            isolation.refused_check("11. Jobs with no GPU request that reach for the node's devices or host",
+                                    outcomes, "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+            isolation.refused_check("11. a privileged pod by a user allowed to create pods",
+                                    {"create Pod": self.send(self.admin, "create", "v1", "Pod", pod, namespace=self.ns)},
+                                    "PodSecurity"),
+        ]
+
+    def never_runnable(self):
+        """Attempt 12: one pod of two containers that together ask for more devices than any node has."""
+        per_pod = self.tenant["max_gpus_per_pod"]
+        job = isolation.probe_job("too-big-pod", self.ns, self.resource, gpus=per_pod, containers=2,
+                                  queue=self._queue(self.tenant), seconds=self.seconds, image=self.image)
+        return [self.pending_check(
+            "12. one pod of 2 containers x %d %s (a node has at most %d)" % (per_pod, self.resource, per_pod),
+            "never admitted: Kueue holds the Workload (LimitRange Pod maximum), no quota held", job)]
+
+    def accounting(self):
+        """After the attempts: no tenant's Running pods held more devices than Kueue reserved for it."""
+        return [validation.accounting_check(self.samples, self.module.params["accounting_grace_seconds"], "isolation")]
+
     # -- reading ---------------------------------------------------------------------------------------------
     def _queue(self, tenant):
         return tenant["name"] + self.module.params["local_queue_suffix"]
@@ -408,24 +570,33 @@ class Probe(object):
         nodes = self.admin.get(self.admin.resource("Node", "v1"), label_selector="nvidia.com/gpu.present=true")
         return sum(int((n["status"].get("allocatable") or {}).get(resource, 0)) for n in nodes.to_dict()["items"])
 
-    def cleanup(self):
-        """Delete the probe's Jobs (and their pods) in both namespaces and wait for their Workloads to go."""
+    def _running_pods(self, namespace):
+        pods = self.admin.get(self.admin.resource("Pod", "v1"), namespace=namespace,
+                              label_selector=isolation.PROBE_LABEL).to_dict()["items"]
+        return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")]
+
+    def delete_jobs(self, *namespaces):
+        """Delete the probe's Jobs (and their pods) in ``namespaces``."""
         jobs = self.admin.resource("Job", "batch/v1")
-        selector = isolation.PROBE_LABEL
-        for namespace in (self.ns, self.other_ns):
-            for job in self.admin.get(jobs, namespace=namespace, label_selector=selector).to_dict()["items"]:
+        for namespace in namespaces:
+            for job in self.admin.get(jobs, namespace=namespace, label_selector=isolation.PROBE_LABEL).to_dict()["items"]:
                 try:
                     self.admin.delete(jobs, name=job["metadata"]["name"], namespace=namespace,
                                       body={"propagationPolicy": "Background"})
                 except NotFoundError:
                     pass
-        deadline = time.monotonic() + self.module.params["timeout"]
-        while any(w["metadata"]["name"].startswith("job-" + isolation.PROBE_PREFIX)
-                  for namespace in (self.ns, self.other_ns) for w in self._workloads(namespace)):
-            if time.monotonic() > deadline:
-                self.module.fail_json(msg="the probe's Workloads were not gone within %d s"
-                                      % self.module.params["timeout"])
-            time.sleep(0.5)
+
+    def cleanup(self):
+        """Delete the probe's Jobs (and their pods) in both namespaces and wait for their Workloads and pods to go."""
+        namespaces = (self.ns, self.other_ns)
+        self.delete_jobs(*namespaces)
+        pods = self.admin.resource("Pod", "v1")
+        self.wait_until(lambda: not any(
+            w["metadata"]["name"].startswith("job-" + isolation.PROBE_PREFIX)
+            for namespace in namespaces for w in self._workloads(namespace)) and not any(
+            self.admin.get(pods, namespace=namespace, label_selector=isolation.PROBE_LABEL).to_dict()["items"]
+            for namespace in namespaces), "the probe's Workloads and pods were not gone", timeout=3 * self.module.params["timeout"])
 
 
 def _message(exc):
@@ -447,13 +618,19 @@ def run(module):
     probe = Probe(module, admin, as_tenant, as_other)
     probe.cleanup()
     try:
-        checks = (probe.bare_pods() + probe.other_queue() + probe.platform_objects() + probe.other_namespace()
-                  + probe.over_maximum() + probe.priorities())
+        checks = []
+        for attempt in (probe.bare_pods, probe.other_queue, probe.platform_objects, probe.other_namespace,
+                        probe.over_maximum, probe.priorities, probe.spoofed_child, probe.pod_slots, probe.burst,
+                        probe.device_door, probe.never_runnable):
+            checks += attempt()
+            probe.read_state()
+        checks += probe.accounting()
     finally:
         probe.cleanup()
-    checks.sort(key=lambda c: int(c["check"].split(".")[0]))  # the attempts' numbers, stable within one
+    checks.sort(key=lambda c: int(c["check"].split(".")[0]) if c["check"][0].isdigit() else 99)  # by attempt
     scenario = {"name": "isolation", "title": "A tenant that tries to cheat: %s against %s" % (tenant["name"], other["name"]),
-                "checks": checks, "metrics": {"user": user, "groups": ", ".join(tenant["groups"])}, "timeline": []}
+                "checks": checks, "metrics": dict(probe.metrics, user=user, groups=", ".join(tenant["groups"])),
+                "timeline": probe.samples}
     module.exit_json(changed=True, scenario=scenario, passed=all(c["passed"] for c in checks))
 
 

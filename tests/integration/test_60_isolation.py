@@ -174,11 +174,14 @@ def test_5_and_6_more_than_the_maximum_waits_and_cannot_be_unsuspended(alice, ba
     finally:
         delete_jobs(batch, "team-a", "it-cheat")
 
-    # 6, past Kueue: a pod claiming a Job as its owner, by whoever may create pods, still meets the ResourceQuota.
+    # 6, past Kueue: a pod claiming a Job as its owner, by whoever may create pods, still meets the LimitRange (no
+    # pod larger than a node, 8) and the ResourceQuota (16 in all).
     forged = gpu_pod("it-past-kueue", "team-a", gpus=9, containers=2, owner_uid=str(uuid.uuid4()))
     message = refused(core.create_namespaced_pod, "team-a", forged, dry_run=DRY)
-    assert "exceeded quota: fairgpu-gpu-quota, requested: requests.nvidia.com/gpu=18, used: " in message
-    assert message.endswith("limited: requests.nvidia.com/gpu=16")
+    assert "maximum nvidia.com/gpu usage per Container is 8, but limit is 9" in message, message
+    forged = gpu_pod("it-past-kueue", "team-a", gpus=5, containers=2, owner_uid=str(uuid.uuid4()))
+    message = refused(core.create_namespaced_pod, "team-a", forged, dry_run=DRY)
+    assert "maximum nvidia.com/gpu usage per Pod is 8, but limit is 10" in message, message
 
 
 def test_7_priority_only_from_the_allowed_classes(alice):
@@ -226,8 +229,18 @@ def test_the_report_has_the_attempts(cluster):
     with open(os.path.join(results, "report.json")) as handle:
         report = json.load(handle)
     scenario = next(s for s in report["scenarios"] if s["name"] == "isolation")
-    numbers = sorted({c["check"].split(".")[0] for c in scenario["checks"]})
-    assert numbers == ["1", "2", "3", "4", "5", "6", "7"] and all(c["passed"] for c in scenario["checks"])
+    numbers = sorted({c["check"].split(".")[0] for c in scenario["checks"] if c["check"][0].isdigit()}, key=int)
+    assert numbers == [str(n) for n in range(1, 13)]
+    assert all(c["passed"] for c in scenario["checks"]), [c for c in scenario["checks"] if not c["passed"]]
+    rows = {c["check"]: c for c in scenario["checks"]}
+    assert "no tenant's Running pods hold more GPUs than Kueue reserved for it (isolation)" in rows
+    child = next(c for name, c in rows.items() if name.startswith("8. "))
+    assert "a tenant Job may not name a controller owner" in child["observed"]
+    door = next(c for name, c in rows.items() if name.startswith("11. Jobs"))
+    assert "11 of 11 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs" in door["observed"]
+    slots = [c for name, c in rows.items() if name.startswith("9. ")]
+    assert "insufficient quota for pods" in slots[0]["observed"]
+    assert scenario["metrics"]["pod_slots_time_to_running_seconds"] <= 60
     with open(os.path.join(results, "report.md")) as handle:
         markdown = handle.read()
     assert "## A tenant that tries to cheat: team-a against team-b" in markdown

@@ -1,6 +1,7 @@
 import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import (
+    pod_requests,
     admission_info,
     condition_met,
     requested,
@@ -92,7 +93,53 @@ def test_wait_conditions():
     assert not condition_met(info, {"all_finished": True, "workloads_at_least": 2})
     assert not condition_met(info, {"queue": "nope", "admitted_at_least": 0})
     point = sample(info, 1.5, 100.0)
-    assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "pending": 1, "admitted": 8}
+    assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "pending": 1, "admitted": 8, "running": 0,
+                                         "terminating": 0}
+
+
+def pod(namespace, phase="Running", gpus=1, deleting=False, init=(), overhead=None, containers=1):
+    spec = {"containers": [{"name": "c%d" % i, "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}
+                           for i in range(containers)]}
+    if init:
+        spec["initContainers"] = [dict({"name": "i%d" % i, "resources": {"requests": {"nvidia.com/gpu": str(n)}}},
+                                       **({"restartPolicy": "Always"} if sidecar else {}))
+                                  for i, (n, sidecar) in enumerate(init)]
+    if overhead:
+        spec["overhead"] = {"nvidia.com/gpu": str(overhead)}
+    metadata = {"name": "p", "namespace": namespace}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-30T20:00:00Z"
+    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("kwargs, devices", [
+    ({}, 1),
+    ({"containers": 2, "gpus": 2}, 4),
+    # An init container runs before the others: the pod needs the larger of it and the regular containers.
+    ({"gpus": 1, "init": [(3, False)]}, 3),
+    # A sidecar (restartPolicy Always) runs along: it adds to the containers and to every later init container.
+    ({"gpus": 1, "init": [(1, True), (3, False)]}, 4),
+    # A sidecar declared after an init container does not run beside it.
+    ({"gpus": 1, "init": [(3, False), (1, True)]}, 3),
+    ({"gpus": 1, "overhead": 1}, 2),
+])
+def test_pod_requests_follow_kubernetes_rule(kwargs, devices):
+    # k8s.io/component-helpers/resource PodRequests: max(containers + sidecars, each init + sidecars before it)
+    # + overhead.
+    assert pod_requests(pod("team-a", **kwargs)["spec"], "nvidia.com/gpu") == devices
+
+
+def test_pods_count_for_their_namespace_tenant_whether_kueue_admitted_them_or_not():
+    pods = [pod("team-a", gpus=2), pod("team-a", deleting=True), pod("team-a", phase="Pending"),
+            pod("team-a", phase="Succeeded"), pod("team-b"), pod("elsewhere", gpus=8)]
+    info = admission_info([cluster_queue("team-a", reserved=0), cluster_queue("team-b", reserved=1)],
+                          [{"metadata": {"namespace": "team-a", "name": "default"}, "spec": {"clusterQueue": "team-a"}},
+                           {"metadata": {"namespace": "team-b", "name": "default"}, "spec": {"clusterQueue": "team-b"}}],
+                          [], pods=pods)
+    assert (info["queues"]["team-a"]["pods_running"], info["queues"]["team-a"]["pods_terminating"]) == (2, 1)
+    assert info["queues"]["team-b"]["pods_running"] == 1
+    assert condition_met(info, {"queue": "team-b", "running_at_least": 1})
+    assert not condition_met(info, {"queue": "team-b", "running_at_least": 2})
 
 
 @pytest.mark.parametrize("wait_for, message", [

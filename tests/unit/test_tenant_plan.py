@@ -45,16 +45,24 @@ def test_default_inventory_builds_the_task_objects():
     spec = cq["team-a"]["spec"]
     assert spec["cohortName"] == "fairgpu"
     assert spec["namespaceSelector"] == {"matchLabels": {"fairgpu.io/tenant": "team-a"}}
-    assert spec["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert spec["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "pods"]
     gpu = spec["resourceGroups"][0]["flavors"][0]["resources"][2]
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8", "lendingLimit": "8"}
     assert spec["preemption"]["reclaimWithinCohort"] == "Any"
     assert spec["fairSharing"] == {"weight": "1"}
-    limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]
-    assert limits["max"] == {"nvidia.com/gpu": "16"}
-    assert limits["default"]["nvidia.com/gpu"] == limits["defaultRequest"]["nvidia.com/gpu"] == "0"
+    # Pod slots: 2 nodes x (110 - 10 kept for the nodes' daemons), half each; the quota caps what borrowing reaches.
+    assert spec["resourceGroups"][0]["flavors"][0]["resources"][3] == {"name": "pods", "nominalQuota": "100"}
+    # No pod may ask for more GPUs than one node has (8), although the tenant may hold 16.
+    limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"]
+    assert limits[0]["max"] == {"nvidia.com/gpu": "8"} and limits[1] == {"type": "Pod", "max": {"nvidia.com/gpu": "8"}}
+    assert limits[0]["default"]["nvidia.com/gpu"] == limits[0]["defaultRequest"]["nvidia.com/gpu"] == "0"
     quotas = by_kind(objects, "ResourceQuota")
-    assert [q["spec"]["hard"] for q in quotas] == [{"requests.nvidia.com/gpu": "16"}] * 2
+    assert [q["spec"]["hard"] for q in quotas] == [
+        {"requests.nvidia.com/gpu": "16", "pods": "200", "count/jobs.batch": "100"}] * 2
+    namespace = by_kind(objects, "Namespace")[0]["metadata"]["labels"]
+    assert {k: v for k, v in namespace.items() if k.startswith("pod-security")} == {
+        "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest"}
     lqs = sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind(objects, "LocalQueue"))
     assert lqs == [("team-a", "default"), ("team-a", "team-a-queue"), ("team-b", "default"), ("team-b", "team-b-queue")]
     # CPU and memory default to the tenant's GPU share of the cluster (half each here).
@@ -170,7 +178,8 @@ def test_checks_before_any_cluster_from_the_node_pools():
     pools = [{"name": "gpu", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
               "memory": "1Ti"}]
     capacity = pool_capacity(pools)
-    assert capacity == {"nvidia.com/gpu": 16, "cpu": 192000, "memory": 2 * 2 ** 40}
+    assert capacity == {"nvidia.com/gpu": 16, "cpu": 192000, "memory": 2 * 2 ** 40, "pods": 200,
+                        "per_node": {"nvidia.com/gpu": 8}}
     assert tenant_errors(TEAMS, capacity=capacity) == []
     assert "offer 16" in tenant_errors([dict(TEAMS[0], gpus=9), TEAMS[1]], capacity=capacity)[0]
 
@@ -205,10 +214,10 @@ def test_bad_priority_classes(classes, tenant, message):
 
 
 def test_resource_quota_entries_join_the_gpu_maximum():
-    plan = tenant_plan([dict(TEAMS[0], resource_quota={"requests.cpu": "64", "count/jobs.batch": 50}), TEAMS[1]], NODES)
+    plan = tenant_plan([dict(TEAMS[0], resource_quota={"requests.cpu": "64"}, max_jobs=50), TEAMS[1]], NODES)
     hard = [q["spec"]["hard"] for q in by_kind(plan["objects"], "ResourceQuota")]
-    assert hard == [{"count/jobs.batch": "50", "requests.cpu": "64", "requests.nvidia.com/gpu": "16"},
-                    {"requests.nvidia.com/gpu": "16"}]
+    assert hard == [{"count/jobs.batch": "50", "pods": "200", "requests.cpu": "64", "requests.nvidia.com/gpu": "16"},
+                    {"count/jobs.batch": "100", "pods": "200", "requests.nvidia.com/gpu": "16"}]
 
 
 @pytest.mark.parametrize("hard, message", [
@@ -255,3 +264,64 @@ def test_admission_policies_cover_tenant_namespaces():
     assert [b["spec"]["policyName"] for b in bindings] == ["fairgpu-tenant-gpu-pods", "fairgpu-tenant-jobs"]
     assert all(b["spec"]["validationActions"] == ["Deny"] and b["spec"]["matchResources"]["namespaceSelector"] ==
                {"matchExpressions": [{"key": "fairgpu.io/tenant", "operator": "Exists"}]} for b in bindings)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"pods": -1}, "tenants_list[0] (team-a).pods: the guarantee must be a whole number of pods >= 0, got -1"),
+    ({"pods": 4}, "tenants_list[0] (team-a).pods: 4 pod slots cannot hold the guarantee of 8 GPUs"),
+    ({"pods": 20, "max_pods": 10}, "tenants_list[0] (team-a).max_pods: 10 is below the guarantee pods=20"),
+    ({"max_jobs": 0}, "tenants_list[0] (team-a).max_jobs: must be a whole number of Jobs >= 1, got 0"),
+    ({"resource_quota": {"pods": "10"}}, "resource_quota['pods']: fairgpu sets this entry from the tenant's max_pods"),
+    ({"resource_quota": {"count/jobs.batch": "10"}}, "set max_jobs instead"),
+    ({"pods": 150}, "tenants_list: the pods guarantees add up to 250 but the GPU nodes have 200 pod slots"),
+])
+def test_pod_and_job_fields_are_checked(change, message):
+    tenants = [dict(TEAMS[0], **change), dict(TEAMS[1], pods=100)]
+    errors = tenant_plan(tenants, NODES)["errors"]
+    assert any(message in e for e in errors), errors
+
+
+def test_explicit_pods_and_jobs_reach_the_objects():
+    plan = tenant_plan([dict(TEAMS[0], pods=40, max_pods=60, max_jobs=30), TEAMS[1]], NODES)
+    assert plan["errors"] == []
+    team_a = plan["tenants"][0]
+    assert (team_a["pods"], team_a["max_pods"], team_a["max_jobs"], team_a["max_gpus_per_pod"]) == (40, 60, 30, 8)
+    hard = by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]
+    assert (hard["pods"], hard["count/jobs.batch"]) == ("60", "30")
+
+
+def test_a_tenant_without_guarantee_borrows_pod_slots_too():
+    plan = tenant_plan([TEAMS[0], dict(TEAMS[1], gpus=0, lending_limit=None)], NODES)
+    assert [t["pods"] for t in plan["tenants"]] == [100, 0]
+    assert [t["max_pods"] for t in plan["tenants"]] == [200, 200]
+
+
+@pytest.mark.parametrize("isolation, message", [
+    ({"pod_security_enforce": "privileged"}, "tenants_isolation.pod_security_enforce: 'privileged' is not a level"),
+    ({"max_jobs": 0}, "tenants_isolation.max_jobs: must be a whole number >= 1, got 0"),
+    ({"pods_reserved_per_node": -1}, "tenants_isolation.pods_reserved_per_node: must be a whole number >= 0"),
+    ({"termination_grace_max_seconds": "30"}, "tenants_isolation.termination_grace_max_seconds: must be a whole"),
+    ({"maxJobs": 3}, "tenants_isolation.maxJobs: unknown key"),
+    ("baseline", "tenants_isolation: give a mapping"),
+])
+def test_isolation_policy_is_checked_before_anything(isolation, message):
+    plan = tenant_plan(TEAMS, NODES, isolation=isolation)
+    assert plan["objects"] == [] and any(message in e for e in plan["errors"]), plan["errors"]
+
+
+def test_isolation_policy_reaches_the_namespaces_and_the_job_policy():
+    plan = tenant_plan(TEAMS, NODES, isolation={"pod_security_enforce": "restricted", "max_jobs": 7,
+                                                "termination_grace_max_seconds": 90, "pods_reserved_per_node": 0})
+    labels = by_kind(plan["objects"], "Namespace")[0]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]["count/jobs.batch"] == "7"
+    assert plan["tenants"][0]["pods"] == 110
+    jobs = next(o for o in by_kind(plan["objects"], "ValidatingAdmissionPolicy")
+                if o["metadata"]["name"] == "fairgpu-tenant-jobs")
+    expressions = " ".join(v["expression"] for v in jobs["spec"]["validations"])
+    assert "terminationGracePeriodSeconds <= 90" in expressions
+    for field in ("hostNetwork", "hostPID", "hostIPC", "privileged", "capabilities.add", "hostPath", "hostPort",
+                  "runtimeClassName", "startsWith('NVIDIA_')", "ownerReferences", "hostProcess"):
+        assert field in expressions, field
+    # Every added capability the baseline profile does not allow is refused; SYS_ADMIN is not among them.
+    assert "'SYS_ADMIN'" not in expressions and "'NET_BIND_SERVICE'" in expressions

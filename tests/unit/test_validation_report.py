@@ -27,20 +27,30 @@ def job(name, succeeded=1):
     return {"metadata": {"name": name}, "status": {"succeeded": succeeded}}
 
 
-def scenario(preempted_with_event=True, ttg_ts=105.0, lost=0):
+def point(ts, a_reserved, a_running, b_reserved, b_running):
+    return {"t": ts - 90.0, "ts": ts, "queues": {"team-a": {"reserved": a_reserved, "running": a_running},
+                                                  "team-b": {"reserved": b_reserved, "running": b_running}}}
+
+
+def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, outside=None):
     a_jobs = [j["name"] for j in load_jobs(A, 20, "flood", 30)]
     b_jobs = [j["name"] for j in load_jobs(B, 8, "flood", 30)]
     after = {"workloads": [wl(n, "team-a", preempted=i < 8) for i, n in enumerate(a_jobs)]}
     events = [{"reason": "Preempted", "involvedObject": {"kind": "Workload", "name": "job-" + n}}
               for n in a_jobs[:8 if preempted_with_event else 7]]
+    # The arriver: reserved at ttg_ts (the preempted pods terminating), its pods Running once they are gone.
+    arrived = [point(100.5, 16, 16, 0, 0), point(ttg_ts, 8, 8, 8, 0),
+               point(running_ts, 8, 8, 8, 8)]
+    if outside is not None:  # team-a's pods keep holding 16 GPUs, 8 of them outside Kueue's accounting
+        arrived += [point(running_ts + s, 8, 16, 8, 8) for s in range(1, outside + 1)]
     return flood_result(
         "flood", A, B, 16, 16, 20,
-        {"queues": queues(16, 8, 4, 0), "timeline": [{"ts": 90.0, "queues": {}}]},
+        {"queues": queues(16, 8, 4, 0), "timeline": [point(90.0, 16, 16, 0, 0)]},
         {"jobs": [{"metadata": {"name": n}, "spec": {"suspend": True}} for n in a_jobs[16:]], "pods": []},
         100.0,
-        {"queues": queues(8, 0, 12, 8), "elapsed": 4.0, "timeline": [{"ts": ttg_ts, "queues": {}}]},
+        {"queues": queues(8, 0, 12, 8), "elapsed": 4.0, "timeline": arrived},
         after, {"elapsed": 80.0, "timeline": []},
-        [job(n) for n in a_jobs + b_jobs][lost:], events, 15.0)
+        [job(n) for n in a_jobs + b_jobs][lost:], events, 15.0, running_bound_seconds=60, backlog=40)
 
 
 def test_job_names_and_queue():
@@ -53,16 +63,31 @@ def test_a_good_flood_passes_and_measures_from_submission():
     result = scenario()
     assert all(c["passed"] for c in result["checks"]), [c for c in result["checks"] if not c["passed"]]
     assert result["metrics"]["time_to_guarantee_seconds"] == 5.0
+    assert result["metrics"]["time_to_running_seconds"] == 30.0 and result["metrics"]["backlog_jobs"] == 40
     assert result["metrics"]["preemption_reasons"] == ["InCohortReclamation"]
 
 
 def test_each_failure_is_caught():
     failed = {c["check"] for c in scenario(preempted_with_event=False)["checks"] if not c["passed"]}
     assert failed == {"preempted workloads without a Preempted Event"}
-    failed = {c["check"] for c in scenario(ttg_ts=130.0)["checks"] if not c["passed"]}
-    assert failed == {"time-to-guarantee of team-b within 15.0 s"}
+    failed = {c["check"] for c in scenario(ttg_ts=120.0)["checks"] if not c["passed"]}
+    assert failed == {"time-to-guarantee of team-b, Kueue's reservation, within 15.0 s with 40 Jobs of team-a's "
+                      "backlog queued"}
+    failed = {c["check"] for c in scenario(running_ts=170.0)["checks"] if not c["passed"]}
+    assert failed == {"time-to-guarantee of team-b, its pods Running on 8 GPUs, within 60 s with 40 Jobs of "
+                      "team-a's backlog queued"}
     failed = {c["check"] for c in scenario(lost=1)["checks"] if not c["passed"]}
     assert failed == {"every Job of both tenants succeeded (none lost)"}
+
+
+def test_pods_outside_kueue_fail_the_flood_and_name_the_tenant_that_holds_them():
+    # A preemption's pods may be seen Running for a moment after Kueue released them: within the grace, no failure.
+    assert all(c["passed"] for c in scenario(outside=4)["checks"])
+    result = scenario(outside=10)
+    failed = [c for c in result["checks"] if not c["passed"]]
+    assert [c["check"] for c in failed] == [
+        "no tenant's Running pods hold more GPUs than Kueue reserved for it (flood)"]
+    assert failed[0]["observed"].startswith("team-a: pods hold 16, Kueue reserved 8") and "team-b" not in failed[0]["observed"]
 
 
 def test_report_document_and_markdown():
