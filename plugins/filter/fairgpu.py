@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
     cluster_spec,
+    gpu_operator_values,
     kueue_objects,
     kueue_webhooks,
     manifests,
@@ -48,4 +49,5 @@ class FilterModule(object):
             "flood_result": validation.flood_result,
             "mig_result": validation.mig_result,
             "nvidia_smi_list": nvidia_smi.parse_list,
+            "gpu_operator_values_errors": gpu_operator_values.values_errors,
         }

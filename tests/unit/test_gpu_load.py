@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -31,3 +32,48 @@ def test_bad_arguments(args, message):
 def test_cuda_asked_without_cuda():
     out = subprocess.run([sys.executable, SCRIPT, "--device", "cuda", "--seconds", "0.1"], capture_output=True, text=True)
     assert out.returncode == 2 and "PyTorch with CUDA is not available" in out.stderr
+
+
+# The load pods run as a numeric non-root user with no passwd entry in the image and HOME at an emptyDir
+# (roles/validate/templates/load-jobs.yaml.j2); here, harder still: nobody, and a HOME that neither exists nor can be made.
+NOBODY = 65534
+
+
+def _as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def _run_unprivileged(args, env):
+    """Run ``args`` as uid/gid 65534 when the tests run as root (as the load pod runs as a non-root user), else as
+    the current (already non-root) user."""
+    preexec = _as_nobody if os.geteuid() == 0 else None
+    return subprocess.run(args, capture_output=True, text=True, env=env, cwd="/", preexec_fn=preexec, timeout=60)
+
+
+def _interpreter():
+    """A Python the unprivileged user can execute: the tests' own, else the system's python3 (the tests'
+    interpreter may live under a directory only root can enter)."""
+    for candidate in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")):
+        try:
+            if candidate and _run_unprivileged([candidate, "-c", "pass"], {"PATH": "/usr/bin:/bin"}).returncode == 0:
+                return candidate
+        except PermissionError:  # exec refused: a directory on its path is closed to the user
+            continue
+    pytest.skip("no Python interpreter the unprivileged user may run")
+
+
+def test_runs_as_non_root_with_an_unwritable_home(tmp_path):
+    home = tmp_path / "no-such-home"  # tmp_path belongs to the tests' user: the unprivileged one cannot create it
+    script = os.path.abspath(SCRIPT)
+    python = _interpreter()
+    # As the Job runs it: no --device (auto), the pod's environment only.
+    out = _run_unprivileged([python, script, "--seconds", "0.3", "--cpu-memory-mib", "8"],
+                            {"PATH": "/usr/bin:/bin", "HOME": str(home), "TENANT": "team-b"})
+    assert out.returncode == 0, (python, out.stderr)
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, out.stdout
+    result = json.loads(lines[0])
+    assert result["tenant"] == "team-b" and result["memory_held_mib"] == 8.0 and result["matmuls"] >= 1
+    assert not home.exists()
