@@ -34,6 +34,7 @@ class FilterModule(object):
             "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
             "isolation_errors": kueue_objects.isolation_errors,
+            "isolation_policy": kueue_objects.isolation_policy,
             "node_pool_capacity": cluster_spec.pool_capacity,
             "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,
             "kustomize_tree": manifests.kustomize_tree,

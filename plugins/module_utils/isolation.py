@@ -196,7 +196,7 @@ def device_door_jobs(namespace, resource, grace_max):
                   lambda spec: spec.update(terminationGracePeriodSeconds=grace_max + 1)}
     for field in ("hostPID", "hostNetwork", "hostIPC"):
         routes[field] = (lambda f: lambda spec: spec.update({f: True}))(field)
-    return {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower()).strip("-")[:30], change)
+    return {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-"), change)
             for route, change in routes.items()}
 
 

@@ -68,10 +68,10 @@ def isolation_errors(isolation):
 
 
 def isolation_policy(isolation):
-    """``DEFAULT_ISOLATION`` with the keys of ``isolation`` (a dict or None) over it. Call ``isolation_errors``
-    first for user input."""
+    """``DEFAULT_ISOLATION`` with the keys of ``isolation`` over it (anything but a dict counts as none). Call
+    ``isolation_errors`` first for user input."""
     policy = dict(DEFAULT_ISOLATION)
-    policy.update(isolation or {})
+    policy.update(isolation if isinstance(isolation, dict) else {})
     return policy
 
 

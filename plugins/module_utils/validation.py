@@ -120,7 +120,7 @@ def guarantee_times(timeline, queue, devices, arrival_ts):
 
 
 def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, flooded, held_back, arrival_ts, arrived,
-                 after, finished, jobs, events, bound_seconds, running_bound_seconds=60, backlog=0,
+                 after, finished, jobs, events, bound_seconds, running=None, running_bound_seconds=60, backlog=0,
                  accounting_grace_seconds=5):
     """Judge one flood scenario (``flooder`` floods the cluster, then ``arriver`` submits its guarantee).
 
@@ -132,23 +132,25 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     it held it (time-to-guarantee = that sample's ``ts`` - ``arrival_ts``); ``after``: admission info right after that; ``finished``:
     admission info once all finished; ``jobs``: every Job of the scenario at the end; ``events``: Events of
     the flooder's namespace; ``bound_seconds``: the bound on Kueue's reservation of the guarantee;
-    ``running_bound_seconds``: the bound on the arriver's pods Running on its guaranteed GPUs (``arrived`` is the
-    wait for that, read with pods); ``backlog``: Jobs the flooder queued above the flood before the arrival
-    (deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
+    ``running``: admission info of waiting, after ``after`` was read, for the arriver's pods Running on its
+    guarantee (read with pods, as ``arrived``); ``running_bound_seconds``: the bound on that, from ``arrival_ts``; ``backlog``: Jobs the flooder queued with the flood, behind it, before the
+    arrival (pending in ``flooded``; deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
     ``accounting_check``, applied to every sample read.
     """
     f, a = flooder["name"], arriver["name"]
     checks = []
     held = flooded["queues"][f]["reserved"]
     checks.append(_check("%s borrows every idle GPU it may (holds reachable GPUs)" % f, reach, held, held == reach))
-    excess = flood_jobs - reach
+    excess = flood_jobs - reach + backlog
     pending = flooded["queues"][f]["pending_workloads"]
-    checks.append(_check("%s's excess stays queued (pending workloads)" % f, excess, pending, pending == excess))
+    checks.append(_check("%s's excess stays queued (pending workloads%s)" % (f, ", its backlog included" if backlog else ""),
+                         excess, pending, pending == excess))
     unsuspended = sorted(j["metadata"]["name"] for j in held_back["jobs"] if not (j.get("spec") or {}).get("suspend"))
     checks.append(_check("queued Jobs of %s not suspended" % f, [], unsuspended, not unsuspended and held_back["jobs"]))
     pods = sorted(p["metadata"]["name"] for p in held_back["pods"])
     checks.append(_check("pods of queued Jobs of %s" % f, [], pods, not pods))
-    ttg, ttr = guarantee_times(arrived.get("timeline") or [], a, arriver["gpus"], arrival_ts)
+    arrival = (arrived.get("timeline") or []) + ((running or {}).get("timeline") or [])
+    ttg, ttr = guarantee_times(arrival, a, arriver["gpus"], arrival_ts)
     got = arrived["queues"][a]["reserved"]
     checks.append(_check("%s gets its guarantee (GPUs reserved)" % a, arriver["gpus"], got, got >= arriver["gpus"]))
     with_backlog = " with %d Jobs of %s's backlog queued" % (backlog, f) if backlog else ""
@@ -159,8 +161,8 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
                          % (a, arriver["gpus"], running_bound_seconds, with_backlog),
                          "<= %s s" % running_bound_seconds, "never" if ttr is None else "%.1f s" % ttr,
                          ttr is not None and ttr <= running_bound_seconds))
-    checks.append(accounting_check(flooded.get("timeline", []) + arrived.get("timeline", [])
-                                   + finished.get("timeline", []), accounting_grace_seconds, scenario))
+    checks.append(accounting_check(flooded.get("timeline", []) + arrival + finished.get("timeline", []),
+                                   accounting_grace_seconds, scenario))
     flooder_workloads = _scenario_workloads(after, scenario)
     preempted = _preempted([w for w in flooder_workloads if w["namespace"] in flooder["namespaces"]])
     borrowed = flooded["queues"][f]["borrowed"]
@@ -197,7 +199,7 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
             "preemption_reasons": reasons,
             "finish_seconds": finished.get("elapsed"),
         },
-        "timeline": flooded.get("timeline", []) + arrived.get("timeline", []) + finished.get("timeline", []),
+        "timeline": flooded.get("timeline", []) + arrival + finished.get("timeline", []),
     }
 
 

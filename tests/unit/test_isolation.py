@@ -74,3 +74,17 @@ def test_workload_conditions():
     assert isolation.quota_reserved({}) is None
     assert not isolation.was_evicted(pending)
     assert isolation.was_evicted({"status": {"conditions": [{"type": "Evicted", "status": "True"}]}})
+
+
+def test_device_door_jobs_are_valid_objects_each_reaching_for_the_node():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.isolation import device_door_jobs
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label
+    jobs = device_door_jobs("team-a", "nvidia.com/gpu", 30)
+    assert len(jobs) == 9
+    for route, job in jobs.items():
+        assert is_dns_label(job["metadata"]["name"]), route
+        spec = job["spec"]["template"]["spec"]
+        assert spec["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "0"
+    assert jobs["terminationGracePeriodSeconds 31"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 31
+    assert jobs["NVIDIA_VISIBLE_DEVICES=all"]["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]

@@ -39,18 +39,19 @@ def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, 
     events = [{"reason": "Preempted", "involvedObject": {"kind": "Workload", "name": "job-" + n}}
               for n in a_jobs[:8 if preempted_with_event else 7]]
     # The arriver: reserved at ttg_ts (the preempted pods terminating), its pods Running once they are gone.
-    arrived = [point(100.5, 16, 16, 0, 0), point(ttg_ts, 8, 8, 8, 0),
-               point(running_ts, 8, 8, 8, 8)]
+    arrived = [point(100.5, 16, 16, 0, 0), point(ttg_ts, 8, 8, 8, 0)]
+    running = [point(running_ts, 8, 8, 8, 8)]
     if outside is not None:  # team-a's pods keep holding 16 GPUs, 8 of them outside Kueue's accounting
-        arrived += [point(running_ts + s, 8, 16, 8, 8) for s in range(1, outside + 1)]
+        running += [point(running_ts + s, 8, 16, 8, 8) for s in range(1, outside + 1)]
     return flood_result(
         "flood", A, B, 16, 16, 20,
-        {"queues": queues(16, 8, 4, 0), "timeline": [point(90.0, 16, 16, 0, 0)]},
+        {"queues": queues(16, 8, 44, 0), "timeline": [point(90.0, 16, 16, 0, 0)]},
         {"jobs": [{"metadata": {"name": n}, "spec": {"suspend": True}} for n in a_jobs[16:]], "pods": []},
         100.0,
         {"queues": queues(8, 0, 12, 8), "elapsed": 4.0, "timeline": arrived},
         after, {"elapsed": 80.0, "timeline": []},
-        [job(n) for n in a_jobs + b_jobs][lost:], events, 15.0, running_bound_seconds=60, backlog=40)
+        [job(n) for n in a_jobs + b_jobs][lost:], events, 15.0, running={"timeline": running},
+        running_bound_seconds=60, backlog=40)
 
 
 def test_job_names_and_queue():
