@@ -24,6 +24,10 @@ import re
 
 UID = "fairgpu-gpu-tenancy"
 GPU_RESOURCES = 'resource=~"nvidia.com/gpu|nvidia.com/mig-.+"'
+# GPU devices the DCGM exporter attributes to each tenant's pods, each (pod, GPU, MIG instance) once (as the alert
+# FairgpuTenantGpusOutsideKueue counts them).
+HELD_BY_PODS = ('count by (tenant) (group by (tenant, exported_namespace, exported_pod, UUID, GPU_I_ID) '
+                '(DCGM_FI_DEV_FB_USED{tenant=~"$tenant", exported_pod!=""}))')
 # What the panels' queries mean for Grafana's own variables when run directly against Prometheus.
 DIRECT_VARIABLES = {"tenant": ".+", "__rate_interval": "1m", "__interval": "30s"}
 
@@ -92,6 +96,20 @@ def panels():
                  "DCGM_FI_PROF_GR_ENGINE_ACTIVE{tenant=~\"$tenant\", exported_pod!=\"\"}, "
                  "\"job_name\", \"$1\", \"exported_pod\", \"(.+)-[^-]+\"))",
                  "{{exported_namespace}}/{{job_name}}")], 0, 24, w=24),
+        _panel(9, "GPUs outside Kueue per tenant",
+               "GPU devices (whole GPUs and MIG instances, one each) the DCGM exporter attributes to the tenant's "
+               "pods, against the devices Kueue reserved for its ClusterQueue, and the excess: GPUs its pods hold "
+               "outside Kueue's accounting. An excess for a minute or two while preempted pods terminate is normal; "
+               "FairgpuTenantGpusOutsideKueue fires when the pods hold more than the most Kueue reserved in the last "
+               "5 minutes, for 2 minutes.", "short",
+               [(HELD_BY_PODS, "{{tenant}} held by its pods (DCGM)"),
+                ("sum by (cluster_queue) (max by (cluster_queue, flavor, resource) "
+                 "(kueue_cluster_queue_resource_reservation{%s, %s}))" % (t, GPU_RESOURCES),
+                 "{{cluster_queue}} accounted by Kueue"),
+                ("clamp_min(%s - on (tenant) (sum by (tenant) (label_replace(max by (cluster_queue, flavor, resource) "
+                 "(kueue_cluster_queue_resource_reservation{%s, %s}), \"tenant\", \"$1\", \"cluster_queue\", \"(.+)\")) "
+                 "or 0 * %s), 0)" % (HELD_BY_PODS, t, GPU_RESOURCES, HELD_BY_PODS),
+                 "{{tenant}} outside Kueue")], 0, 32, w=24),
     ]
 
 

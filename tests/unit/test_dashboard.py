@@ -38,7 +38,7 @@ def test_variables_and_datasources():
 def test_panels_cover_the_issue():
     titles = " | ".join(p["title"] for p in dashboard.dashboard()["panels"])
     for wanted in ("GPU memory per pod", "MIG slice", "per job", "GPUs held vs guaranteed per tenant",
-                   "Pending workloads", "Admissions", "Preemptions", "Evictions"):
+                   "Pending workloads", "Admissions", "Preemptions", "Evictions", "GPUs outside Kueue per tenant"):
         assert wanted in titles
     exprs = " ".join(e for _t, _r, e in dashboard.queries(dashboard.dashboard()))
     for metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "kueue_cluster_queue_resource_reservation",

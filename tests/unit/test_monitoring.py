@@ -17,7 +17,8 @@ TENANTS = [{"name": "team-a", "namespaces": ["team-a", "team-a-dev"], "gpus": 8}
 
 def test_shipped_rules_say_five_minutes_for_the_over_guarantee_alert():
     assert monitoring.alerts(RULES) == {"FairgpuTenantOverGuarantee": "5m", "FairgpuTenantStarved": "5m",
-                                        "FairgpuPodGpuMemoryHigh": "10m", "FairgpuKueueDown": "5m"}
+                                        "FairgpuTenantGpusOutsideKueue": "2m", "FairgpuPodGpuMemoryHigh": "10m",
+                                        "FairgpuKueueDown": "5m"}
     for group in yaml.safe_load(RULES)["groups"]:
         for rule in group["rules"]:
             assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
@@ -33,6 +34,19 @@ def test_for_override_changes_only_that_line():
     assert changed == [("        for: 5m", "        for: 115s")]
     assert monitoring.rules_with_for(RULES, {}) == RULES
     assert monitoring.alert_seconds(text, "FairgpuTenantOverGuarantee") == 115
+
+
+def test_outside_kueue_alert_is_known_to_overrides_and_to_the_prometheus_rule():
+    text = monitoring.rules_with_for(RULES, {"FairgpuTenantGpusOutsideKueue": "3m"})
+    changed = [(a, b) for a, b in zip(RULES.splitlines(), text.splitlines()) if a != b]
+    assert changed == [("        for: 2m", "        for: 3m")]
+    assert monitoring.alert_for_errors(RULES, {"FairgpuTenantGpusOutsideKueue": "90s"}) == []
+    rule = [o for o in monitoring.helm_objects(TENANTS, text, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {})
+            if o["kind"] == "PrometheusRule"][0]
+    outside = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "FairgpuTenantGpusOutsideKueue"]
+    assert len(outside) == 1 and outside[0]["for"] == "3m" and outside[0]["labels"] == {"severity": "critical"}
+    # Kueue's figure is the most reserved in a window, the pods' the exporter's attribution by tenant.
+    assert "max_over_time(" in outside[0]["expr"] and "exported_pod!=\"\"" in outside[0]["expr"]
 
 
 @pytest.mark.parametrize("overrides, message", [
