@@ -15,8 +15,8 @@ import urllib.request
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import CLUSTER, ROOT, VARS, playbook, wait_until
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard
+from conftest import CLUSTER, ROOT, VARS, condition, load_job, playbook, wait_until, workloads
+from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard, kueue_status, validation
 
 with open(VARS) as _handle:
     IT_VARS = yaml.safe_load(_handle)
@@ -96,6 +96,63 @@ def test_simulated_exporter_speaks_like_dcgm_exporter(cluster):
     for sample in ours["DCGM_FI_DEV_FB_FREE"].samples:
         pod, value = used[sample.labels["UUID"]]
         assert sample.value + value == 81559 and (value == 0) == (pod == "")
+
+
+def test_gpus_outside_kueue_name_the_tenant_that_holds_them(cluster, core, batch, kueue):
+    """Someone allowed to create pods (not a tenant) adds a 2-GPU pod to team-a that claims team-a's admitted Job as
+    its owner without being its pod: Kueue accounts those GPUs to nobody. The validation's accounting check and
+    Prometheus's FairgpuTenantGpusOutsideKueue both name team-a, and the over-guarantee alert blames nobody."""
+    owner = batch.create_namespaced_job("team-a", load_job("it-owner", "team-a", queue="team-a-queue", gpus=0,
+                                                           seconds=600, labels={"it-outside": "1"}))
+    pod = {"metadata": {"name": "it-outside", "labels": {"it-outside": "1"},
+                        "annotations": {"fairgpu.io/simulated-gpu-memory-fraction": "0.5",
+                                        "pod-complete.stage.kwok.x-k8s.io/delay": "600s",
+                                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "600s"},
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "it-owner",
+                                             "uid": owner.metadata.uid, "controller": True}]},
+           "spec": {"restartPolicy": "Never", "containers": [{
+               "name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "2"},
+                                                         "limits": {"nvidia.com/gpu": "2"}}}]}}
+    try:
+        wait_until(lambda: (condition(next((w for w in workloads(kueue, "team-a")
+                                            if w["metadata"]["ownerReferences"][0]["name"] == "it-owner"), {}),
+                                      "Admitted") or {}).get("status") == "True", 60, what="it-owner admitted")
+        core.create_namespaced_pod("team-a", pod)
+        wait_until(lambda: core.read_namespaced_pod("it-outside", "team-a").status.phase == "Running", 60,
+                   what="the pod past Kueue to run")
+
+        def sample():
+            namespaces = ["team-a", "team-b"]
+            queues = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+            local_queues = [q for ns in namespaces for q in kueue.list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", ns, "localqueues")["items"]]
+            pods = [cluster.sanitize_for_serialization(p) for ns in namespaces
+                    for p in core.list_namespaced_pod(ns).items]
+            info = kueue_status.admission_info(queues, local_queues, [], queue_names={"team-a", "team-b"}, pods=pods)
+            return kueue_status.sample(info, time.monotonic(), time.time())
+
+        samples = [sample()]
+        time.sleep(6)
+        samples.append(sample())
+        assert samples[-1]["queues"]["team-a"]["running"] == 2 and samples[-1]["queues"]["team-a"]["reserved"] == 0
+        check = validation.accounting_check(samples, 5, "live")
+        assert not check["passed"] and check["observed"].startswith("team-a: pods hold 2, Kueue reserved 0"), check
+        assert "team-b" not in check["observed"]
+
+        recorded = wait_until(lambda: prometheus("/api/v1/query", query="fairgpu:tenant_gpu_devices_outside_kueue")["result"],
+                              90, interval=2, what="the recording rule to see the pod past Kueue")
+        assert [(r["metric"]["tenant"], r["value"][1]) for r in recorded] == [("team-a", "2")]
+        alerts = wait_until(lambda: prometheus("/api/v1/query",
+                                               query='ALERTS{alertname="FairgpuTenantGpusOutsideKueue"}')["result"],
+                            60, interval=2, what="FairgpuTenantGpusOutsideKueue to go pending")
+        assert {(a["metric"]["tenant"], a["metric"]["alertstate"]) for a in alerts} <= {("team-a", "pending"),
+                                                                                        ("team-a", "firing")}
+        assert prometheus("/api/v1/query", query='ALERTS{alertname="FairgpuTenantOverGuarantee"}')["result"] == []
+    finally:
+        core.delete_collection_namespaced_pod("team-a", label_selector="it-outside")
+        batch.delete_collection_namespaced_job("team-a", label_selector="it-outside", propagation_policy="Background")
+        wait_until(lambda: not core.list_namespaced_pod("team-a", label_selector="it-outside").items, 120,
+                   what="the pod past Kueue to go")
 
 
 def test_bad_alert_for_is_refused_before_anything_changes(cluster):

@@ -21,6 +21,8 @@ def test_shipped_rules_say_five_minutes_for_the_over_guarantee_alert():
                                         "FairgpuKueueDown": "5m"}
     for group in yaml.safe_load(RULES)["groups"]:
         for rule in group["rules"]:
+            if "record" in rule:
+                continue
             assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
             # Never grouped by the exporter's own namespace.
             assert "by (namespace" not in rule["expr"] and ", namespace," not in rule["expr"]
@@ -45,8 +47,15 @@ def test_outside_kueue_alert_is_known_to_overrides_and_to_the_prometheus_rule():
             if o["kind"] == "PrometheusRule"][0]
     outside = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "FairgpuTenantGpusOutsideKueue"]
     assert len(outside) == 1 and outside[0]["for"] == "3m" and outside[0]["labels"] == {"severity": "critical"}
-    # Kueue's figure is the most reserved in a window, the pods' the exporter's attribution by tenant.
-    assert "max_over_time(" in outside[0]["expr"] and "exported_pod!=\"\"" in outside[0]["expr"]
+    # The condition is recorded in the same group, before the alerts that read it: Kueue's figure is the most
+    # reserved in a window, the pods' the exporter's attribution by tenant.
+    group = next(g for g in rule["spec"]["groups"]
+                 if any(r.get("alert") == "FairgpuTenantGpusOutsideKueue" for r in g["rules"]))
+    record = group["rules"][0]
+    assert record["record"] == outside[0]["expr"] == "fairgpu:tenant_gpu_devices_outside_kueue"
+    assert "max_over_time(" in record["expr"] and 'exported_pod!=""' in record["expr"]
+    over = next(r for r in group["rules"] if r.get("alert") == "FairgpuTenantOverGuarantee")
+    assert over["expr"].rstrip().endswith("unless on () fairgpu:tenant_gpu_devices_outside_kueue")
 
 
 @pytest.mark.parametrize("overrides, message", [
