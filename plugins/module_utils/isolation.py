@@ -176,6 +176,11 @@ def device_door_jobs(namespace, resource, grace_max):
         change(body["spec"]["template"]["spec"])
         return body
 
+    def template_job(route, change):
+        body = probe_job("door-" + route, namespace, resource, gpus=0)
+        change(body["spec"]["template"])
+        return body
+
     def env(spec):
         spec["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
 
@@ -189,15 +194,29 @@ def device_door_jobs(namespace, resource, grace_max):
     def sys_admin(spec):
         spec["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
 
-    routes = {"NVIDIA_VISIBLE_DEVICES=all": env, "privileged": privileged, "hostPath /dev": host_dev,
+    def init_env(spec):
+        spec["initContainers"] = [dict(spec["containers"][0], name="init",
+                                       env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]
+
+    def env_from(spec):
+        spec["containers"][0]["envFrom"] = [{"prefix": "NVIDIA_", "configMapRef": {"name": "kube-root-ca.crt"}}]
+
+    def cdi_annotation(template):
+        template.setdefault("metadata", {}).setdefault("annotations", {})[
+            "nvidia.cdi.k8s.io/container.probe"] = "nvidia.com/gpu=all"
+
+    routes = {"NVIDIA_VISIBLE_DEVICES=all": env, "NVIDIA_VISIBLE_DEVICES in an init container": init_env,
+              "envFrom with prefix NVIDIA_": env_from, "privileged": privileged, "hostPath /dev": host_dev,
               "capability SYS_ADMIN": sys_admin,
               "runtimeClassName nvidia": lambda spec: spec.update(runtimeClassName="nvidia"),
               "terminationGracePeriodSeconds %d" % (grace_max + 1):
                   lambda spec: spec.update(terminationGracePeriodSeconds=grace_max + 1)}
     for field in ("hostPID", "hostNetwork", "hostIPC"):
         routes[field] = (lambda f: lambda spec: spec.update({f: True}))(field)
-    return {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-"), change)
+    jobs = {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-"), change)
             for route, change in routes.items()}
+    jobs["CDI device annotation"] = template_job("cdi-annotation", cdi_annotation)
+    return jobs
 
 
 def privileged_pod(name, namespace, image="registry.k8s.io/pause:3.10"):

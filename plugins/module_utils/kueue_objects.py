@@ -17,6 +17,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_count
+
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 TENANT_LABEL = "fairgpu.io/tenant"
@@ -60,10 +62,13 @@ def isolation_errors(isolation):
         if key in isolation and isolation[key] not in POD_SECURITY_LEVELS:
             errors.append("%s.%s: %r is not a level fairgpu allows; use baseline or restricted (privileged would "
                           "open the host and its devices to tenants)" % (where, key, isolation[key]))
-    for key, low in (("max_jobs", 1), ("pods_reserved_per_node", 0), ("termination_grace_max_seconds", 0)):
+    # The grace bound starts at Kubernetes' default: the API server writes terminationGracePeriodSeconds: 30 into
+    # every pod template that sets none (pkg/apis/core/v1/defaults.go), so a lower bound would refuse most Jobs.
+    for key, low, high in (("max_jobs", 1, 10 ** 6), ("pods_reserved_per_node", 0, 10 ** 4),
+                           ("termination_grace_max_seconds", 30, 86400)):
         value = isolation.get(key, low)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            errors.append("%s.%s: must be a whole number >= %d, got %r" % (where, key, low, value))
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            errors.append("%s.%s: must be a whole number from %d to %d, got %r" % (where, key, low, high, value))
     return errors
 
 
@@ -118,6 +123,10 @@ def _labels(tenant=None):
 
 
 def _quantity(value):
+    """A quantity as Kubernetes writes it back: whole numbers in canonical form (``format_count``), strings as
+    given (the callers give canonical ones)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return format_count(value)
     return str(value)
 
 
@@ -287,9 +296,17 @@ def _template_rules(isolation):
         ("!has(%(t)s.runtimeClassName) || %(t)s.runtimeClassName == ''" % {"t": _TEMPLATE},
          "tenant Jobs may not choose a runtime class (runtimeClassName): the platform's runtime decides which "
          "devices a pod gets; remove it"),
-        ("!%s.exists(c, has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_')))" % _CONTAINERS,
+        ("!%s.exists(c, (has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_'))) || "
+         "(has(c.envFrom) && c.envFrom.exists(e, has(e.prefix) && e.prefix.startsWith('NVIDIA_'))))" % _CONTAINERS,
          "tenant Jobs may not set NVIDIA_* environment variables (NVIDIA_VISIBLE_DEVICES asks the NVIDIA runtime "
          "for GPUs outside the pod's request); request nvidia.com/gpu instead"),
+        # The NVIDIA toolkit's NRI plugin (GPU Operator v26, cdi.nriPluginEnabled) injects the CDI devices a pod's
+        # annotations name (NVIDIA/nvidia-container-toolkit#1498); CRI runtimes read cdi.k8s.io/ annotations too.
+        ("!has(object.spec.template.metadata) || !has(object.spec.template.metadata.annotations) || "
+         "!object.spec.template.metadata.annotations.exists(k, k.startsWith('cdi.k8s.io/') || "
+         "k.startsWith('nvidia.cdi.k8s.io/'))",
+         "tenant Jobs may not name CDI devices in pod annotations (cdi.k8s.io/, nvidia.cdi.k8s.io/): they would reach "
+         "GPUs outside the pod's request; request nvidia.com/gpu instead"),
         ("!has(%(t)s.terminationGracePeriodSeconds) || %(t)s.terminationGracePeriodSeconds <= %(g)d"
          % {"t": _TEMPLATE, "g": grace},
          "tenant Jobs may ask for at most %d s of terminationGracePeriodSeconds: a preempted pod keeps its GPUs "

@@ -45,7 +45,7 @@ def format_cpu(millicores):
     second apply of the same value then changes nothing.
     """
     millicores = int(millicores)
-    return "%d" % (millicores // 1000) if millicores % 1000 == 0 else "%dm" % millicores
+    return format_count(millicores // 1000) if millicores % 1000 == 0 else "%dm" % millicores
 
 
 def format_memory(size):
@@ -59,3 +59,18 @@ def format_memory(size):
         if size % unit == 0:
             return "%d%s" % (size // unit, suffix)
     return "%d" % size
+
+
+_DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
+
+
+def format_count(value):
+    """A whole number as apimachinery's ``resource.Quantity`` writes it back (DecimalSI canonical form): the
+    largest decimal suffix that keeps it whole, ``1000`` -> ``1k``, ``1500`` -> ``1500``, ``2000000`` -> ``2M``
+    (k8s.io/apimachinery/pkg/api/resource/quantity.go, ``CanonicalizeBytes``). ``value``: an int."""
+    value = int(value)
+    index = 0
+    while value and value % 1000 == 0 and index < len(_DECIMAL_SUFFIXES) - 1:
+        value //= 1000
+        index += 1
+    return "%d%s" % (value, _DECIMAL_SUFFIXES[index])

@@ -106,7 +106,6 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
         errors.append("tenants_preemption.borrowWithinCohort: Kueue ignores it under fair sharing; remove it")
     names, owners = set(), {}
     guaranteed, holders = {}, {}
-    pod_guarantees = []
     explicit = {"cpu": 0, "memory": 0}
     for index, tenant in enumerate(tenants):
         if not isinstance(tenant, dict):
@@ -193,8 +192,6 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
             elif gpus is not None and pods < gpus:
                 err("pods", "%d pod slots cannot hold the guarantee of %d GPUs (one pod each at least); raise pods"
                     % (pods, gpus))
-            else:
-                pod_guarantees.append(pods)
         max_pods = tenant.get("max_pods")
         if max_pods is not None:
             if not is_whole_number(max_pods) or max_pods < 0:
@@ -246,16 +243,33 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                     % (where, ", ".join(holders[resource]), total, resource,
                        "the cluster's nodes offer %d" % offered if offered else "no node offers it")
                 )
-        if "pods" in capacity and sum(pod_guarantees) > capacity["pods"]:
-            errors.append("%s: the pods guarantees add up to %d but the GPU nodes have %d pod slots for tenants "
-                          "(allocatable pods less tenants_pods_reserved_per_node); lower them"
-                          % (where, sum(pod_guarantees), capacity["pods"]))
         for field, unit in (("cpu", "millicores"), ("memory", "bytes")):
             if field in capacity and explicit[field] > capacity[field]:
                 errors.append("%s: the %s guarantees add up to %d %s but the GPU nodes have %d; lower them"
                               % (where, field, explicit[field], unit, capacity[field]))
         if not errors and limit_range and "cpu" in capacity and "memory" in capacity:
             errors.extend(_default_request_errors(tenants, capacity, limit_range, class_names or []))
+        if not errors and "pods" in capacity:
+            errors.extend(_pod_slot_errors(tenants, capacity))
+    return errors
+
+
+def _pod_slot_errors(tenants, capacity):
+    """The pods guarantees, defaults included, must fit the GPU nodes' pod slots for tenants, and each hard
+    maximum must hold its guarantee (else Kueue admits pods the ResourceQuota then refuses)."""
+    errors = []
+    normalised = normalise(tenants, capacity)
+    total = sum(t["pods"] for t in normalised)
+    if total > capacity["pods"]:
+        errors.append("tenants_list: the pods guarantees (defaults included: at least one slot per guaranteed GPU) "
+                      "add up to %d but the GPU nodes have %d pod slots for tenants (allocatable pods less "
+                      "tenants_isolation.pods_reserved_per_node on each node); lower the guarantees, or give the "
+                      "nodes more pod slots" % (total, capacity["pods"]))
+    for index, tenant in enumerate(normalised):
+        if tenant["max_pods"] < tenant["pods"]:
+            errors.append("tenants_list[%d] (%s).max_pods: %d is below the pods guarantee %d; the ResourceQuota would "
+                          "refuse pods Kueue admitted; raise max_pods" % (index, tenant["name"], tenant["max_pods"],
+                                                                           tenant["pods"]))
     return errors
 
 

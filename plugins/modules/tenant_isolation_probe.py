@@ -94,7 +94,7 @@ EXAMPLES = r"""
     other: "{{ tenants_plan.tenants[1] }}"
     priority_classes: "{{ tenants_workload_priority_classes }}"
     simulated: true
-    termination_grace_max_seconds: "{{ tenants_isolation.termination_grace_max_seconds }}"
+    termination_grace_max_seconds: "{{ tenants_plan.isolation.termination_grace_max_seconds }}"
   register: cheating
 """
 

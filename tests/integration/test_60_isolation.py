@@ -273,6 +273,10 @@ def test_9_pods_are_quota_so_tiny_pods_cannot_fill_the_nodes(alice, batch, kueue
      "tenant Jobs may add only the capabilities Pod Security baseline allows"),
     ("init-sys-admin", lambda s: s.update(initContainers=[{"name": "i", "image": "x", "securityContext": {
         "capabilities": {"add": ["NET_ADMIN"]}}}]), "tenant Jobs may add only the capabilities"),
+    ("init-env", lambda s: s.update(initContainers=[{"name": "i", "image": "x", "env": [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]), "tenant Jobs may not set NVIDIA_* environment variables"),
+    ("env-from", lambda s: s["containers"][0].update(envFrom=[{"prefix": "NVIDIA_", "configMapRef": {
+        "name": "kube-root-ca.crt"}}]), "tenant Jobs may not set NVIDIA_* environment variables"),
     ("runtime-class", lambda s: s.update(runtimeClassName="nvidia"), "tenant Jobs may not choose a runtime class"),
     ("host-port", lambda s: s["containers"][0].update(ports=[{"containerPort": 80, "hostPort": 80}]),
      "tenant Jobs may not use host ports"),
@@ -285,6 +289,13 @@ def test_11_the_device_door_is_refused_when_the_job_is_created(alice, route, cha
     assert JOB_POLICY + message in refused(k8s.BatchV1Api(alice).create_namespaced_job, "team-a", job, dry_run=DRY)
 
 
+def test_11_cdi_device_annotations_are_refused(alice):
+    job = load_job("it-door-cdi", "team-a", queue="team-a-queue", gpus=0)
+    job["spec"]["template"]["metadata"]["annotations"]["nvidia.cdi.k8s.io/container.load"] = "nvidia.com/gpu=all"
+    assert JOB_POLICY + "tenant Jobs may not name CDI devices in pod annotations" in refused(
+        k8s.BatchV1Api(alice).create_namespaced_job, "team-a", job, dry_run=DRY)
+
+
 def test_11_pod_security_baseline_is_enforced_on_pods_and_allowed_capabilities_pass(alice, core):
     labels = core.read_namespace("team-a").metadata.labels
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
@@ -293,6 +304,11 @@ def test_11_pod_security_baseline_is_enforced_on_pods_and_allowed_capabilities_p
         {"name": "c", "image": "x", "securityContext": {"privileged": True}}]}}
     message = refused(core.create_namespaced_pod, "team-a", pod, dry_run=DRY)
     assert 'violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)' in message
+    # warn: restricted answers the tenant on the Job itself (a Warning header), which enforce never does on a Job.
+    plain = load_job("it-warned", "team-a", queue="team-a-queue", gpus=0)
+    _job, _status, headers = k8s.BatchV1Api(alice).create_namespaced_job_with_http_info("team-a", plain, dry_run=DRY)
+    warning = headers.get("Warning", "")  # 299 - "would violate PodSecurity \"restricted:latest\": ..."
+    assert warning.startswith('299 - "would violate PodSecurity') and "restricted:latest" in warning, headers
     # A capability the baseline profile allows, and a grace period within the bound, pass the Job policy.
     job = load_job("it-chown", "team-a", queue="team-a-queue", gpus=0)
     job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": ["CHOWN"]}}
@@ -330,15 +346,19 @@ def test_12_an_admitted_job_whose_pods_never_run_is_evicted_then_deactivated(ali
                     cond = condition(w, "Evicted") or {}
                     return w if cond.get("reason") == "PodsReadyTimeout" else None
         workload = wait_until(evicted, 120, what="Kueue to evict it-stuck for PodsReadyTimeout")
-        assert "exceeded the PodsReady timeout" in condition(workload, "Evicted")["message"]
+        assert condition(workload, "Evicted")["message"].startswith("Exceeded the PodsReady timeout team-a/")
 
         def deactivated():
             for w in workloads(kueue, "team-a"):
                 if w["metadata"]["ownerReferences"][0]["name"] == "it-stuck" and w["spec"].get("active") is False:
                     return w
-        workload = wait_until(deactivated, 180, what="Kueue to deactivate it-stuck after its requeue")
-        assert (condition(workload, "QuotaReserved") or {}).get("status") != "True"
-        assert reserved_gpus(cluster_queue_of(kueue, "team-a")) == 0
+        wait_until(deactivated, 180, what="Kueue to deactivate it-stuck after its requeue")
+
+        def released():
+            workload = deactivated()
+            return (condition(workload, "QuotaReserved") or {}).get("status") != "True" and \
+                reserved_gpus(cluster_queue_of(kueue, "team-a")) == 0
+        wait_until(released, 30, what="the deactivated Workload's quota to be released")
     finally:
         delete_jobs(batch, "team-a", "it-cheat")
 
@@ -358,7 +378,7 @@ def test_the_report_has_the_attempts(cluster):
     child = next(c for name, c in rows.items() if name.startswith("8. "))
     assert "a tenant Job may not name a controller owner" in child["observed"]
     door = next(c for name, c in rows.items() if name.startswith("11. Jobs"))
-    assert "9 of 9 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs" in door["observed"]
+    assert "12 of 12 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs" in door["observed"]
     slots = [c for name, c in rows.items() if name.startswith("9. ")]
     assert "insufficient quota for pods" in slots[0]["observed"]
     assert scenario["metrics"]["pod_slots_time_to_running_seconds"] <= 60

@@ -16,7 +16,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "manifests")
 NODES = [{"metadata": {"name": "gpu-%d" % i, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
-          "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8"}}} for i in range(2)]
+          "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"}}}
+         for i in range(2)]
 TEAMS = [{"name": "team-a", "gpus": 8, "namespaces": ["team-a", "team-a-dev"]}, {"name": "team-b", "gpus": 8}]
 
 

@@ -273,7 +273,8 @@ def test_admission_policies_cover_tenant_namespaces():
     ({"max_jobs": 0}, "tenants_list[0] (team-a).max_jobs: must be a whole number of Jobs >= 1, got 0"),
     ({"resource_quota": {"pods": "10"}}, "resource_quota['pods']: fairgpu sets this entry from the tenant's max_pods"),
     ({"resource_quota": {"count/jobs.batch": "10"}}, "set max_jobs instead"),
-    ({"pods": 150}, "tenants_list: the pods guarantees add up to 250 but the GPU nodes have 200 pod slots"),
+    ({"pods": 150}, "tenants_list: the pods guarantees (defaults included: at least one slot per guaranteed GPU) "
+                    "add up to 250 but the GPU nodes have 200 pod slots"),
 ])
 def test_pod_and_job_fields_are_checked(change, message):
     tenants = [dict(TEAMS[0], **change), dict(TEAMS[1], pods=100)]
@@ -298,9 +299,13 @@ def test_a_tenant_without_guarantee_borrows_pod_slots_too():
 
 @pytest.mark.parametrize("isolation, message", [
     ({"pod_security_enforce": "privileged"}, "tenants_isolation.pod_security_enforce: 'privileged' is not a level"),
-    ({"max_jobs": 0}, "tenants_isolation.max_jobs: must be a whole number >= 1, got 0"),
-    ({"pods_reserved_per_node": -1}, "tenants_isolation.pods_reserved_per_node: must be a whole number >= 0"),
+    ({"max_jobs": 0}, "tenants_isolation.max_jobs: must be a whole number from 1 to 1000000, got 0"),
+    ({"pods_reserved_per_node": -1}, "tenants_isolation.pods_reserved_per_node: must be a whole number from 0"),
     ({"termination_grace_max_seconds": "30"}, "tenants_isolation.termination_grace_max_seconds: must be a whole"),
+    # Below Kubernetes' default grace period (30 s, which the API server writes into every pod template that sets
+    # none) the policy would refuse nearly every Job; above a day, nothing is bounded.
+    ({"termination_grace_max_seconds": 10}, "termination_grace_max_seconds: must be a whole number from 30 to 86400"),
+    ({"termination_grace_max_seconds": 10 ** 20}, "termination_grace_max_seconds: must be a whole number from 30"),
     ({"maxJobs": 3}, "tenants_isolation.maxJobs: unknown key"),
     ("baseline", "tenants_isolation: give a mapping"),
 ])
@@ -325,3 +330,34 @@ def test_isolation_policy_reaches_the_namespaces_and_the_job_policy():
         assert field in expressions, field
     # Every added capability the baseline profile does not allow is refused; SYS_ADMIN is not among them.
     assert "'SYS_ADMIN'" not in expressions and "'NET_BIND_SERVICE'" in expressions
+
+
+@pytest.mark.parametrize("pools_pods, tenants, message", [
+    # Fewer pod slots than the nodes keep for their daemons: none left for the tenants' guarantees.
+    (5, TEAMS, "the pods guarantees (defaults included: at least one slot per guaranteed GPU) add up to 16 but the "
+               "GPU nodes have 0 pod slots for tenants"),
+    # An explicit guarantee with the other tenant's default: 190 + 100 > 200.
+    (110, [dict(TEAMS[0], pods=190), TEAMS[1]], "add up to 290 but the GPU nodes have 200 pod slots"),
+    # A hard maximum below the default guarantee: Kueue would admit pods the ResourceQuota refuses.
+    (110, [dict(TEAMS[0], max_pods=3), TEAMS[1]], "tenants_list[0] (team-a).max_pods: 3 is below the pods guarantee 100"),
+])
+def test_pod_slots_are_checked_with_the_defaults(pools_pods, tenants, message):
+    nodes = [node("gpu-node-%d" % i) for i in range(2)]
+    for n in nodes:
+        n["status"]["allocatable"]["pods"] = str(pools_pods)
+    errors = tenant_plan(tenants, nodes)["errors"]
+    assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("value, text", [(0, "0"), (8, "8"), (999, "999"), (1000, "1k"), (1500, "1500"),
+                                         (2000000, "2M"), (10 ** 18, "1E"), (10 ** 21, "1000E")])
+def test_whole_numbers_are_written_as_the_api_server_writes_them(value, text):
+    # apimachinery's DecimalSI canonical form (k8s.io/apimachinery/pkg/api/resource/quantity.go): a ResourceQuota
+    # of count/jobs.batch: 1000 reads back as 1k, so writing 1000 would report a change on every run.
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_count
+    assert format_count(value) == text
+
+
+def test_large_counts_reach_the_objects_in_canonical_form():
+    plan = tenant_plan([dict(TEAMS[0], max_jobs=2000), TEAMS[1]], NODES)
+    assert by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]["count/jobs.batch"] == "2k"
