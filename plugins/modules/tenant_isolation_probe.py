@@ -143,6 +143,8 @@ except ImportError:
     pass  # AnsibleK8SModule reports the missing kubernetes library
 
 DRY_RUN = "All"
+# How many Jobs past its count/jobs.batch quota a burst may get before the quota stops it (see Probe.burst).
+BURST_OVERSHOOT = 5
 MERGE = "application/merge-patch+json"
 
 
@@ -503,14 +505,25 @@ class Probe(object):
         return checks
 
     def burst(self):
-        """Attempt 10: a burst of Jobs past the namespace's Job quota."""
-        quota = self.admin.get(self.admin.resource("ResourceQuota", "v1"), name="fairgpu-gpu-quota",
-                               namespace=self.ns).to_dict()
-        hard = int((quota.get("status") or {}).get("hard", {}).get("count/jobs.batch", 0))
-        used = int((quota.get("status") or {}).get("used", {}).get("count/jobs.batch", 0))
+        """Attempt 10: a burst of Jobs past the namespace's Job quota.
+
+        The quota's admission counts from the quota's status, which kube-controller-manager's recount can lower to
+        what its lagging cache sees, so under a burst a few objects can get past a ResourceQuota (kubernetes
+        #123434; the reservation proposal kubernetes#20113 describes the race). The probe therefore starts once the
+        recount has caught up with the earlier attempts' deletions, and judges whether the quota stops the burst
+        within ``BURST_OVERSHOOT`` Jobs of its limit."""
+        quotas, jobs = self.admin.resource("ResourceQuota", "v1"), self.admin.resource("Job", "batch/v1")
+
+        def settled():
+            status = self.admin.get(quotas, name="fairgpu-gpu-quota", namespace=self.ns).to_dict().get("status") or {}
+            count = len(self.admin.get(jobs, namespace=self.ns).to_dict()["items"])
+            used = int((status.get("used") or {}).get("count/jobs.batch", -1))
+            return (int((status.get("hard") or {}).get("count/jobs.batch", 0)), used) if used == count else None
+
+        hard, used = self.wait_until(settled, "the Job quota's count did not match the namespace's Jobs")
         created, refused = 0, None
         # Queued on a LocalQueue that does not exist: Kueue keeps them (no pods), as a backlog would wait.
-        for index in range(max(0, hard - used) + 1):
+        for index in range(max(0, hard - used) + BURST_OVERSHOOT + 1):
             job = isolation.probe_job("burst-%d" % index, self.ns, self.resource, queue=isolation.PROBE_PREFIX + "nowhere",
                                       image=self.image)
             refused = self.send(self.as_tenant, "create", "batch/v1", "Job", job, namespace=self.ns, dry_run=False)
@@ -520,8 +533,10 @@ class Probe(object):
         result = isolation.refused_check(
             "10. a burst of Jobs past its Job quota (count/jobs.batch %d, %d in use)" % (hard, used),
             {"create Job %d" % (created + 1): refused}, "ResourceQuota fairgpu-gpu-quota")
-        result["observed"] = "%d created, then %s" % (created, result["observed"])
-        result["passed"] = result["passed"] and hard > 0 and created == hard - used
+        over = created - (hard - used)
+        result["expected"] += " within %d Jobs past the quota" % BURST_OVERSHOOT
+        result["observed"] = "%d created (%d past the quota), then %s" % (created, max(0, over), result["observed"])
+        result["passed"] = result["passed"] and hard > 0 and 0 <= over <= BURST_OVERSHOOT
         self.delete_jobs(self.ns)
         return [result]
 
