@@ -51,7 +51,7 @@ def test_site_on_path_mig(core, kueue):
     quota = core.read_namespaced_resource_quota("fairgpu-gpu-quota", "team-a")
     assert quota.spec.hard == {"requests." + MIG: "16", "pods": "200", "count/jobs.batch": "100"}
     cq = kueue.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a")
-    assert cq["spec"]["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", MIG]
+    assert cq["spec"]["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", MIG, "pods"]
 
     again = playbook("site.yml", "-e", "path=mig")
     assert again.rc == 0 and again.stats["changed"] == 0, again.changed_tasks()
