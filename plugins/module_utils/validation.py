@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import pod_requests
+
 JOB_PREFIX = "fairgpu-val-"
 # Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
 PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
@@ -205,13 +207,11 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
 
 
 def _device_requests(pod, resource):
-    """``(devices of resource, whole GPUs)`` a Pod dict asks for, summed over its containers."""
-    devices = gpus = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        devices += int(requests.get(resource, 0))
-        gpus += int(requests.get("nvidia.com/gpu", 0)) if resource != "nvidia.com/gpu" else 0
-    return devices, gpus
+    """``(devices of resource, whole GPUs)`` a Pod dict asks for, by Kubernetes' pod request rule
+    (``kueue_status.pod_requests``)."""
+    spec = pod.get("spec") or {}
+    return (pod_requests(spec, resource),
+            pod_requests(spec, "nvidia.com/gpu") if resource != "nvidia.com/gpu" else 0)
 
 
 def mig_result(tenants, guaranteed, extra, admitted, held, finished, pods, smi=None):
