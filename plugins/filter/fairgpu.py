@@ -7,20 +7,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import (
-    cluster_spec,
-    gpu_operator_values,
-    kueue_objects,
-    kueue_webhooks,
-    manifests,
-    mig_layout,
-    mig_nodes,
-    nvidia_smi,
-    quota,
-    tenant_plan,
-    tenant_spec,
-    validation,
-)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 
 
 class FilterModule(object):

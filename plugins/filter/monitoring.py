@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
-"""Jinja2 filters of fairgpu.tenancy's monitoring role: thin wrappers over plugins/module_utils/monitoring.py."""
+"""Jinja2 filters of fairgpu.tenancy's monitoring role: thin wrappers over plugins/module_utils/monitoring/objects.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring, monitoring_checks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks as monitoring_checks
 
 
 def _rules(rules_text, overrides=None):

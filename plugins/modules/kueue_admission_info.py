@@ -162,7 +162,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import (
     admission_info,
     condition_met,
     sample,

@@ -116,10 +116,10 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_info import COMMANDS, mig_info
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import MigLayoutError
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import NvidiaSmiParseError
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import NVIDIA_SMI_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import COMMANDS, mig_info
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MigLayoutError
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import NvidiaSmiParseError
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError

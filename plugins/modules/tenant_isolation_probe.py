@@ -134,8 +134,10 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import isolation, kueue_status, validation
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import KUEUE_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import KUEUE_API
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError

@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - Writes C(report.json), C(report.md) and one C(<scenario>.png) per scenario with a timeline (GPUs held per
     tenant over time, with each tenant's guarantee as a dashed line) into O(path).
-  - Scenario results come from the C(validate) role (see C(plugins/module_utils/validation.py)); this module
+  - Scenario results come from the C(validate) role (see C(plugins/module_utils/validation/scenarios.py)); this module
     only renders them. It does not talk to a cluster.
   - The PNG plots need matplotlib on the host that runs the module; without it the report says so and has no
     pictures.
@@ -84,7 +84,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.report import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import (
     held_series,
     report_document,
     report_markdown,

@@ -19,8 +19,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_webhooks import local_webhook_configurations  # noqa: E402
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import tenant_plan  # noqa: E402
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.webhooks import local_webhook_configurations  # noqa: E402
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))

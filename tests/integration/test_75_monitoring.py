@@ -16,7 +16,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import CLUSTER, ROOT, VARS, condition, load_job, playbook, wait_until, workloads
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard, kueue_status, validation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import dashboard
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 
 with open(VARS) as _handle:
     IT_VARS = yaml.safe_load(_handle)

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import (
     node_pool_errors,
     node_pool_nodes,
     total_gpus,
@@ -48,7 +48,7 @@ def test_unknown_fields_are_all_named():
 
 
 def test_ready_node_names():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import ready_node_names
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import ready_node_names
 
     nodes = [{"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "x"}]}},
              {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},

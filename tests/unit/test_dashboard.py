@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import dashboard
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import dashboard
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SHIPPED = os.path.join(ROOT, "files", "monitoring", "fairgpu-dashboard.json")

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GpuCatalogError,
     gfd_labels,
 )

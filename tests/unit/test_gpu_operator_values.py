@@ -20,7 +20,7 @@ import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import gpu_operator_values as gov
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values as gov
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "gpu_operator")

@@ -3,7 +3,7 @@ cluster's API server, RBAC, admission policies and ResourceQuota wrote them)."""
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import isolation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 
 RBAC = 'pods is forbidden: User "alice" cannot create resource "pods" in API group "" in the namespace "team-a"'
 POLICY = ("pods \"x\" is forbidden: ValidatingAdmissionPolicy 'fairgpu-tenant-gpu-pods' with binding "
@@ -77,8 +77,8 @@ def test_workload_conditions():
 
 
 def test_device_door_jobs_are_valid_objects_each_reaching_for_the_node():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.isolation import device_door_jobs
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.isolation import device_door_jobs
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label
     jobs = device_door_jobs("team-a", "nvidia.com/gpu", 30)
     assert len(jobs) == 12
     for route, job in jobs.items():

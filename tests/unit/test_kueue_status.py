@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import (
     pod_requests,
     admission_info,
     condition_met,

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_webhooks import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.webhooks import (
     KueueWebhookError,
     local_webhook_configurations,
 )

@@ -12,7 +12,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import load_jobs
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import load_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "validate")

@@ -6,9 +6,12 @@ import os
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import cluster_spec, mig_info, mig_nodes, simulated_node
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import mig_result
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import info as mig_info
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import node as simulated_node
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import mig_result
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 DOC = mig_nodes.config_document()

@@ -7,8 +7,8 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
     MIG_MODELS,
     MigLayoutError,
     applied_layout,
@@ -25,7 +25,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import 
     profile_memory_mib,
     validate_mig_config,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import (
     parse_gpu_instance_profiles,
     parse_gpu_instances,
     parse_list,

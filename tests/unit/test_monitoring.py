@@ -6,7 +6,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import monitoring, monitoring_checks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks as monitoring_checks
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 with open(os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")) as _handle:
@@ -186,7 +187,7 @@ def test_alert_result_fails_for_each_way_the_alert_can_go_wrong():
 
 
 def test_report_shows_the_scenarios_prometheus_plots():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.report import report_document, report_markdown
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import report_document, report_markdown
 
     scenario = dict(judge([]), images=[{"file": "flood-prometheus.png", "title": "From Prometheus"}])
     page = report_markdown(report_document("c", [], [scenario], "now"), {})
@@ -209,7 +210,7 @@ def test_pending_spans_and_the_plot(tmp_path):
 
 
 def test_ports_must_be_tcp_ports():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import port_errors
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import port_errors
 
     assert port_errors({"monitoring_prometheus_port": 19090, "monitoring_dcgm_exporter_port": "19400"}) == []
     assert port_errors({"monitoring_prometheus_port": 99999, "monitoring_dcgm_exporter_port": "abc"}) == [

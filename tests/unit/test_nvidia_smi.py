@@ -7,15 +7,15 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
     MIG_MODELS,
     MigLayoutError,
     catalogue_from_lgip,
     per_gpu_layout,
     placement,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import (
     NvidiaSmiParseError,
     mig_tree,
     parse_compute_instances,
@@ -25,7 +25,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.nvidia_smi import 
     parse_query_gpu,
     profile_counts,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import (
     QUERY_GPU,
     simulated_gpus,
     simulated_nvidia_smi,

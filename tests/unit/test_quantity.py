@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -10,8 +10,8 @@ import sys
 
 import yaml
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.manifests import kustomize_tree
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan.manifests import kustomize_tree
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "manifests")

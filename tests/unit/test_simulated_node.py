@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
     SimulatedNodeError,
     desired_gpu_state,
     node_patches,

@@ -3,10 +3,10 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import quota
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import flavor_name
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_plan import cluster_capacity, tenant_plan
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import tenant_errors
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_name
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import cluster_capacity, tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import tenant_errors
 
 
 def node(name, gpus=8, product="NVIDIA-H100-80GB-HBM3", cpu="96", memory="1Ti"):
@@ -173,7 +173,7 @@ def test_cpu_and_memory_guarantees_must_fit_the_nodes():
 
 
 def test_checks_before_any_cluster_from_the_node_pools():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster_spec import pool_capacity
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import pool_capacity
 
     pools = [{"name": "gpu", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
               "memory": "1Ti"}]
@@ -246,7 +246,7 @@ def test_gpu_guarantee_needs_room_for_one_default_pod():
 
 @pytest.mark.parametrize("selector, reads_as", [(None, "no namespace"), ({}, "every namespace")])
 def test_cluster_queue_selecting_no_or_every_namespace_is_refused(selector, reads_as):
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import object_errors
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import object_errors
 
     objects = tenant_plan(TEAMS, NODES)["objects"]
     assert object_errors(objects) == []
@@ -354,7 +354,7 @@ def test_pod_slots_are_checked_with_the_defaults(pools_pods, tenants, message):
 def test_whole_numbers_are_written_as_the_api_server_writes_them(value, text):
     # apimachinery's DecimalSI canonical form (k8s.io/apimachinery/pkg/api/resource/quantity.go): a ResourceQuota
     # of count/jobs.batch: 1000 reads back as 1k, so writing 1000 would report a change on every run.
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_count
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
     assert format_count(value) == text
 
 

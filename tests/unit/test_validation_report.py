@@ -1,7 +1,7 @@
 """Scenario judging and the report, on Kueue states shaped like the real ones."""
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.report import held_series, report_document, report_markdown
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import flood_result, load_jobs
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import held_series, report_document, report_markdown
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import flood_result, load_jobs
 
 A = {"name": "team-a", "namespaces": ["team-a"], "gpu_resource": "nvidia.com/gpu", "gpus": 8, "borrowing_limit": 8,
      "lending_limit": 8, "max_gpus": 16, "weight": 1}

@@ -39,7 +39,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GPU_MODELS,
     MIG_STRATEGIES,
     GpuCatalogError,

@@ -23,8 +23,8 @@ __metaclass__ = type
 
 import uuid
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig_layout import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
     ATTRIBUTES,
     free_instances,
     mig_model,

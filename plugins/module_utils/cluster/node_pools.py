@@ -14,10 +14,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout, tenant_plan
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenant_spec import is_dns_label, is_whole_number
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label, is_whole_number
 
 DEFAULT_PODS = 110
 FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods")

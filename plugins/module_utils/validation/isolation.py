@@ -26,7 +26,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import PRIORITY_CLASS_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import PRIORITY_CLASS_LABEL
 
 PROBE_PREFIX = "fairgpu-probe-"
 PROBE_LABEL = "fairgpu.io/probe"

@@ -51,7 +51,7 @@ __metaclass__ = type
 import numbers
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
 
 MIB = 1024 * 1024
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import format_count
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 ADMISSION_API = "admissionregistration.k8s.io/v1"

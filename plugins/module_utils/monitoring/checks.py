@@ -137,7 +137,7 @@ def alert_result(scenario, flooder, arriver, start, alerts_matrix, rule_groups, 
 def alert_spans(matrix, alertname, tenant, step="5s", state="firing"):
     """Time ranges ``[{"start", "end"}]`` (Unix seconds) in which ``alertname`` was in ``state`` (firing or pending)
     for ``tenant``: consecutive samples no more than two steps apart form one range."""
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import duration_seconds
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import duration_seconds
 
     times = alert_history(matrix).get((alertname, tenant), {}).get(state, [])
     return [{"start": a, "end": b} for a, b in streaks(times, 2 * duration_seconds(step))]

@@ -24,9 +24,9 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GpuCatalogError, gfd_labels
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
 
 ANNOTATION_PREFIX = "fairgpu.io/simulated-gpu-"
 LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"

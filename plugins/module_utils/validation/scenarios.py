@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_status import pod_requests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests
 
 JOB_PREFIX = "fairgpu-val-"
 # Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.

@@ -8,8 +8,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import kueue_objects, tenant_spec
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 
 
 # Pod slots of each GPU node kept for the node's own daemons (GPU Operator, DCGM exporter, CNI, kube-proxy ...),

@@ -11,8 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout, nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import QUERY_GPU
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import QUERY_GPU
 
 # The nvidia-smi arguments whose output the module reads; -L is required, the others refine the tree.
 COMMANDS = ("-L", "mig -lgi", "mig -lci", QUERY_GPU)

@@ -41,10 +41,10 @@ __metaclass__ = type
 import json
 import uuid
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import mig_layout
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.gpu_catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import LAYOUT_ANNOTATION
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_nvidia_smi import simulated_gpus
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import LAYOUT_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_gpus
 
 ANNOTATION_PRODUCT = "fairgpu.io/simulated-gpu-product"
 ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"

@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CONDITIONS = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Requeued", "Finished")

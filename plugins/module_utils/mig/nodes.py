@@ -15,9 +15,11 @@ __metaclass__ = type
 import copy
 import json
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils import manifests, mig_layout, nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue_objects import PRODUCT_LABEL
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated_node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import PRODUCT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
     ANNOTATION_PREFIX,
     MIG_STATE_LABEL as STATE_LABEL,
     NVIDIA_SMI_ANNOTATION,
