@@ -40,8 +40,9 @@ run: setup toolchain site validate
 site: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml -e path=$(FAIRGPU_PATH)
 
+# validate.yml follows the path the last site.yml recorded on the cluster.
 validate: setup
-	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml -e path=$(FAIRGPU_PATH)
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml
 
 teardown: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml

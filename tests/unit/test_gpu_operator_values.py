@@ -21,6 +21,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values as gov
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "gpu_operator")
@@ -33,6 +34,8 @@ def helm_values(**inventory):
     play variables: above role defaults), then the role's vars (above both), as Ansible's precedence orders them."""
     loader = DataLoader()
     variables = dict(loader.load_from_file(os.path.join(ROLE, "defaults", "main.yml"), trusted_as_template=True))
+    # The run's settings (fairgpu.tenancy.run) of a cluster with the GPU Operator chart, path kueue.
+    variables["run_settings"] = resolve.run_settings("site", "existing")
     variables.update(inventory)
     variables.update(loader.load_from_file(os.path.join(ROLE, "vars", "main.yml"), trusted_as_template=True))
     (task,) = loader.load_from_file(os.path.join(ROLE, "tasks", "helm.yml"), trusted_as_template=True)
@@ -80,7 +83,7 @@ def test_cdi_overridable_and_then_checked():
 
 
 def test_mig_and_exporter_variables_still_apply():
-    values = helm_values(gpu_operator_mig_strategy="mixed", gpu_operator_mig_manager_enabled=False,
+    values = helm_values(run_settings=resolve.run_settings("site", "existing", "mig"), gpu_operator_mig_manager_enabled=False,
                          gpu_operator_dcgm_exporter_enabled=False, gpu_operator_mig_config_name="custom")
     assert values["mig"] == {"strategy": "mixed"}
     assert values["migManager"]["enabled"] is False and values["migManager"]["config"]["name"] == "custom"
