@@ -38,8 +38,10 @@ def test_every_playbook_first_resolves_the_run(name):
     assert first["vars"] == {"run_playbook": name[:-len(".yml")]}
 
 
-def test_the_run_role_resolves_the_kubeconfig_first():
+def test_the_run_role_resolves_the_kubeconfig_before_any_task_reaches_a_cluster():
     with open(os.path.join(ROOT, "roles", "run", "tasks", "main.yml")) as handle:
-        first = yaml.safe_load(handle)[0]
-    assert first["ansible.builtin.include_role"]["name"] == "fairgpu.tenancy.cluster"
-    assert "kubeconfig.yml" in first["ansible.builtin.include_role"]["tasks_from"]
+        tasks = yaml.safe_load(handle)
+    modules = [next(key for key in task if "." in key) for task in tasks if "block" not in task]
+    assert modules[:3] == ["ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.include_role"]
+    assert tasks[2]["ansible.builtin.include_role"]["name"] == "fairgpu.tenancy.cluster"
+    assert "kubeconfig.yml" in tasks[2]["ansible.builtin.include_role"]["tasks_from"]
