@@ -23,6 +23,7 @@ def test_job_is_suspended_then_admitted_through_the_tenants_queue(batch, kueue, 
     # Kueue's mutating webhook suspends it on creation (or its LocalQueue "default" when unlabelled).
     assert created.spec.suspend is True
     assert created.metadata.labels["kueue.x-k8s.io/queue-name"] == (queue or "default")
+
     def admitted():
         workload = job_workload(kueue, "team-a", name)
         admission = workload and condition(workload, "Admitted")
