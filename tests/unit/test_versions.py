@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.versions import versions_env
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VERSIONS_ENV = os.path.join(ROOT, "files", "toolchain", "versions.env")
@@ -124,13 +125,16 @@ def test_roles_take_their_versions_from_versions_env():
 
 @pytest.mark.parametrize("provider", ["kwok", "kind"])
 def test_role_argument_specs_accept_the_defaults_in_a_play(tmp_path, provider):
-    """Each role's argument validation (the only task --tags lets run) templates its defaults in the role."""
+    """Each role's argument validation (the only task --tags lets run) templates its defaults in the role, with
+    the run's settings as the run role would set them."""
+    (tmp_path / "run.json").write_text(json.dumps({"cluster_provider": provider,
+                                                   "run_settings": resolve.run_settings("site", provider)}))
     playbook = tmp_path / "arguments.yml"
     playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + "".join(
         "    - {ansible.builtin.import_role: {name: fairgpu.tenancy.%s}}\n" % role
         for role in ("cluster", "kueue", "gpu_operator", "monitoring")))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(playbook),
-                          "--tags", "fairgpu-none", "-e", "cluster_provider=" + provider],
+                          "--tags", "fairgpu-none", "-e", "@%s" % (tmp_path / "run.json")],
                          cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "ok=4" in run.stdout, run.stdout[-3000:] + run.stderr
