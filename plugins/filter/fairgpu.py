@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
@@ -58,4 +59,5 @@ class FilterModule(object):
             "mig_result": validation.mig_result,
             "nvidia_smi_list": nvidia_smi.parse_list,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
+            "versions_env": versions.versions_env,
         }

@@ -36,12 +36,12 @@ description:
     stands for "a user allowed to create pods".
   - Does not run in check mode (it creates and deletes Jobs).
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
   tenant:
-    description: The cheating tenant, normalised as the tenants role plans it (C(tenants_plan.tenants[]).
+    description: The cheating tenant, normalised as the tenants role plans it (C(tenants_plan.tenants[])).
     type: dict
     required: true
   other:
@@ -118,6 +118,7 @@ scenario:
     timeline:
       description: The samples of Kueue's reservations and the pods' devices taken after each attempt.
       type: list
+      elements: dict
 passed:
   description: Whether every attempt was refused as expected.
   returned: always
@@ -255,10 +256,10 @@ class Probe(object):
         name = job["metadata"]["name"]
         condition = isolation.quota_reserved(self.workload_of(self.ns, name))
         pods = self.pods_of(self.ns, name)
-        observed = "QuotaReserved=%s (%s): %s; pods: %s" % (condition["status"], condition.get("reason"),
-                                                           condition.get("message"), len(pods))
-        passed = condition["status"] == "False" and not pods and (want_reason is None or
-                                                                 condition.get("reason") == want_reason)
+        observed = "QuotaReserved=%s (%s): %s; pods: %s" % (
+            condition["status"], condition.get("reason"), condition.get("message"), len(pods))
+        passed = condition["status"] == "False" and not pods and (
+            want_reason is None or condition.get("reason") == want_reason)
         return isolation.check(attempt, expected, observed, passed)
 
     # -- the attempts ----------------------------------------------------------------------------------------
@@ -434,8 +435,8 @@ class Probe(object):
                     % (job["metadata"]["name"], condition["status"], condition.get("reason"), other["name"], len(kept),
                        len(held), ", ".join(evicted) or "none"))
         return isolation.check(
-            "7. priority %s for %d %s while %s holds its guarantee of %d" % (priority_class or "(none)", ask,
-                                                                           self.resource, other["name"], other["gpus"]),
+            "7. priority %s for %d %s while %s holds its guarantee of %d"
+            % (priority_class or "(none)", ask, self.resource, other["name"], other["gpus"]),
             "the tenant waits; %s keeps its guarantee, nothing evicted" % other["name"], observed,
             condition["status"] == "False" and len(kept) == len(held) and not evicted)
 
@@ -500,8 +501,8 @@ class Probe(object):
             "9. %s holds %d pod slots (%d borrowed); %s submits its guarantee of %d" % (
                 self.tenant["name"], most, most - own, other["name"], other["gpus"]),
             "Kueue reclaims the borrowed slots; %s's pods Running within %s s" % (other["name"], bound),
-            "%s's pods Running after %.1f s; %s's workloads evicted: %s" % (other["name"], took, self.tenant["name"],
-                                                                          ", ".join(evicted) or "none"),
+            "%s's pods Running after %.1f s; %s's workloads evicted: %s"
+            % (other["name"], took, self.tenant["name"], ", ".join(evicted) or "none"),
             took <= bound))
         self.delete_jobs(self.ns, self.other_ns)
         return checks

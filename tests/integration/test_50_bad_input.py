@@ -95,8 +95,6 @@ def test_unknown_path(cluster):
     assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
 
 
-
-
 def test_api_server_port_in_use_is_reported_before_starting(tmp_path):
     import socket
 
