@@ -141,20 +141,12 @@ outputs:
 import copy
 import json
 
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule as BasicModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import COMMANDS, mig_info
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import COMMANDS, OPTIONAL_COMMANDS, mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MigLayoutError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import NvidiaSmiParseError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
-
-try:
-    from kubernetes.dynamic.exceptions import DynamicApiError
-except ImportError:
-    pass  # AnsibleK8SModule reports the missing kubernetes library
 
 
 def argspec():
@@ -169,13 +161,29 @@ def argspec():
     return spec
 
 
+MODULE_ARGS = dict(argument_spec=argspec(), supports_check_mode=True, mutually_exclusive=[("outputs", "node")],
+                   required_together=[("expected_config", "expected_name")])
+
+
 def from_node(module):
+    """The simulated node's outputs, read through the Kubernetes API. Only this path needs the kubernetes library:
+    AnsibleK8SModule (built here, on the same arguments) fails with the install hint when it is missing."""
+    # Imported here so that a GPU host without the kubernetes library can run the other two paths.
+    from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+    k8s_module = AnsibleK8SModule(module_class=AnsibleModule, **MODULE_ARGS)
     name = module.params["node"]
     try:
-        client = get_api_client(module)
+        from kubernetes.dynamic.exceptions import DynamicApiError
+        client = get_api_client(k8s_module)
         node = client.get(client.resource("Node", "v1"), name=name).to_dict()
     except DynamicApiError as exc:
         module.fail_json(msg="cannot read node %r: %s %s" % (name, exc.status, exc.reason))
+    except CoreException as exc:
+        k8s_module.fail_from_exception(exc)
     raw = ((node.get("metadata") or {}).get("annotations") or {}).get(NVIDIA_SMI_ANNOTATION)
     if raw is None:
         module.fail_json(msg="node %r has no annotation %s: it is not a simulated node whose GPUs were published by "
@@ -184,33 +192,36 @@ def from_node(module):
 
 
 def from_command(module):
+    """Run nvidia-smi on this host. ``-L`` must succeed; the other commands exit non-zero on a GPU without MIG or
+    on a driver that lacks them, and their stdout (e.g. "No MIG-enabled devices found.") is the answer."""
+    nvidia_smi = module.get_bin_path(module.params["nvidia_smi"]) or module.params["nvidia_smi"]
     outputs = {}
-    for command in COMMANDS:
-        rc, stdout, stderr = module.run_command([module.params["nvidia_smi"]] + command.split())
+    for command in COMMANDS + OPTIONAL_COMMANDS:
+        try:
+            rc, stdout, stderr = module.run_command([nvidia_smi] + command.split())
+        except OSError as exc:  # run_command reports a missing binary through fail_json; this is a safety net
+            module.fail_json(msg="cannot run %s: %s" % (nvidia_smi, exc))
         if rc != 0 and command == "-L":
-            module.fail_json(msg="%s -L failed (rc %d): %s" % (module.params["nvidia_smi"], rc, stderr.strip()))
-        # `mig -lgi` and `-lci` exit non-zero on a GPU without MIG; their message is the answer.
-        outputs[command] = stdout
+            module.fail_json(msg="%s -L failed (rc %d): %s" % (nvidia_smi, rc, (stderr or stdout).strip()))
+        if rc == 0 or stdout.strip():
+            outputs[command] = stdout
     return outputs
 
 
 def main():
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True,
-                              mutually_exclusive=[("outputs", "node")],
-                              required_together=[("expected_config", "expected_name")])
+    # A plain AnsibleModule: the outputs and command paths run on a bare GPU host (no kubernetes library).
+    module = BasicModule(**MODULE_ARGS)
     params = module.params
+    if params["outputs"] is not None:
+        outputs = params["outputs"]
+    elif params["node"]:
+        outputs = from_node(module)
+    else:
+        outputs = from_command(module)
     try:
-        if params["outputs"] is not None:
-            outputs = params["outputs"]
-        elif params["node"]:
-            outputs = from_node(module)
-        else:
-            outputs = from_command(module)
         result = mig_info(outputs, params["expected_config"], params["expected_name"])
     except (NvidiaSmiParseError, MigLayoutError) as exc:
-        module.fail_json(msg=str(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+        module.fail_json(msg=str(exc), outputs=outputs)
     module.exit_json(changed=False, outputs=outputs, **result)
 
 

@@ -117,10 +117,12 @@ def test_a_profile_the_builtin_catalogue_lacks_gets_derived_placements():
     assert (profile["id"], profile["memory_slices"], profile["starts"]) == (99, 2, [0, 2, 4, 6])
 
 
-def test_catalogue_from_lgip_needs_rows_and_a_known_product():
+def test_catalogue_from_lgip_needs_rows_and_placements_of_an_unknown_product():
     with pytest.raises(MigLayoutError, match="no GPU instance profiles"):
         catalogue_from_lgip([], H100)
-    with pytest.raises(MigLayoutError, match="no MIG profiles known for GPU product 'Tesla-T4'"):
+    # A model outside the catalogue is read from its own -lgip and -lgipp (test_nvidia_smi_full); without -lgipp
+    # the message says that, not that the -lgip is unreadable.
+    with pytest.raises(MigLayoutError, match="Tesla-T4 is not in the built-in MIG catalogue .* no nvidia-smi mig -lgipp"):
         catalogue_from_lgip(parse_gpu_instance_profiles(smi("mig-lgip-h100-pcie-r525.txt")), "Tesla-T4")
     odd = parse_gpu_instance_profiles(smi("mig-lgip-h100-pcie-r525.txt").replace("MIG 4g.40gb ", "MIG gfx.40gb"))
     with pytest.raises(MigLayoutError, match="-lgip lists 'gfx.40gb', which is not a MIG profile name"):

@@ -268,7 +268,7 @@ LGIP_R570 = fixture("mig-lgip-h100-pcie-r570-wide.txt")
 
 @pytest.mark.parametrize("parse, text, message", [
     (parse_list, "GPU 0: NVIDIA H100 PCIe (UUID: %s)\n  MIG 1g.10gb Device 0: UUID\n" % GPU,
-     r"line 2: not a GPU or MIG device line of nvidia-smi -L: '  MIG 1g.10gb Device 0: UUID'"),
+     r"line 2: not nvidia-smi -L output: expected .*: '  MIG 1g.10gb Device 0: UUID'"),
     (parse_list, "  MIG 1g.10gb     Device  0: (UUID: MIG-00000002-0000-4000-8000-000000000002)",
      "line 1: MIG device before any GPU line"),
     (parse_list, fixture("L-a100-40gb-legacy-r450-uuid.txt").replace("00000001/9/0", "00000009/9/0"),
@@ -281,11 +281,12 @@ LGIP_R570 = fixture("mig-lgip-h100-pcie-r570-wide.txt")
     (parse_gpu_instance_profiles, LGIP_R570.replace("JPEG  OFA", "JPEG  NVJ"), "line 4: the second header line"),
     (parse_gpu_instance_profiles, "\n".join(LGIP_R570.splitlines()[:7]) + "\n" + "\n".join(
         LGIP_R570.splitlines()[8:]), "line 6: a record has 4 lines, expected 2"),
-    (parse_gpu_instances, fixture("mig-lgip-h100-pcie-r570-wide.txt"), "line 1: expected a table titled 'GPU "
-                                                                       "instances:'"),
+    (parse_gpu_instances, fixture("mig-lgip-h100-pcie-r570-wide.txt"),
+        r"line 1: not nvidia-smi mig -lgi output: expected its box table titled 'GPU instances:' \(this is nvidia-smi "
+        r"mig -lgip output\)"),
     (parse_gpu_instances, fixture("mig-lgi-h100-pcie-3g-3x1g.txt").replace("0:1 ", "0-1 "),
      "line 6: a value does not have its column's format"),
-    (parse_compute_instances, "nvidia-smi: command not found", "line 1: expected a table titled"),
+    (parse_compute_instances, "nvidia-smi: command not found", "line 1: not nvidia-smi mig -lci output: expected its box table titled"),
     (parse_query_gpu, "index, memory.total [MiB]\n0, 81559 MiB, Enabled\n",
      "line 2: expected 2 comma-separated values, found 3: '0, 81559 MiB, Enabled'"),
     (parse_query_gpu, "index, memory.total [MiB]\n0, lots\n", "line 2: a value is not a number"),

@@ -45,6 +45,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import
     GpuCatalogError,
     gfd_labels,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PROFILE_NAME = re.compile(r"^([1-8])g\.[0-9]+gb")
@@ -110,8 +111,14 @@ def compute_slices(profile):
 
 
 def mig_resource(profile):
-    """The mixed-strategy resource name of a profile: ``nvidia.com/mig-2g.20gb``, ``nvidia.com/mig-1g.10gb.me``."""
-    return "nvidia.com/mig-" + profile.replace("+", ".")
+    """The mixed-strategy resource name of a profile: ``nvidia.com/mig-2g.20gb``, ``nvidia.com/mig-1g.10gb.me``
+    (``mig.resources.resource_name``, which cites the device plugin's rule). Raises MigLayoutError for a profile
+    the device plugin advertises no resource for."""
+    name = resources.resource_name(profile)
+    if name is None:
+        raise MigLayoutError("%r is not a GPU instance profile the device plugin advertises (it names a resource "
+                             "only for <G>g.<N>gb profiles whose compute instance spans the GPU instance)" % (profile,))
+    return name
 
 
 def product_label(name):
@@ -160,19 +167,31 @@ def mig_model(product, catalogue=None):
                              % (product, ", ".join(sorted(MIG_MODELS))))
 
 
-def catalogue_from_lgip(profiles, product):
+def catalogue_from_lgip(profiles, product, placements=None):
     """Build ``product``'s catalogue entry from the node's own ``nvidia-smi mig -lgip`` rows
-    (``nvidia_smi.parse_gpu_instance_profiles`` output; the first GPU's rows are used).
+    (``nvidia_smi.parse_gpu_instance_profiles`` output; the first GPU's rows are used) and, when given, its
+    ``nvidia-smi mig -lgipp`` rows (``nvidia_smi.parse_gpu_instance_placements``).
 
     The node is the authority for profile names, IDs, max instances (the Total column), memory and attributes:
-    they vary by driver (7g.79gb against 7g.80gb; 9.62 against 9.75 GiB). Placements come from the built-in
-    profile with the same ID; a profile the built-in catalogue lacks gets memory slices in proportion to its
-    memory and the starts of ``placement_starts``. Raises MigLayoutError for an unknown product or no rows.
+    they vary by driver (7g.79gb against 7g.80gb; 9.62 against 9.75 GiB). Placements come from -lgipp; without
+    it, from the built-in profile with the same ID, or for a profile the built-in model lacks, memory slices in
+    proportion to its memory and the starts of ``placement_starts``. A model the built-in catalogue lacks needs
+    -lgipp (its slice counts and placements are known nowhere else). Raises MigLayoutError saying which.
     """
-    base = mig_model(product)
     rows = [row for row in profiles if row["gpu"] == profiles[0]["gpu"]] if profiles else []
     if not rows:
         raise MigLayoutError("no GPU instance profiles in the -lgip output: is MIG enabled on the GPU?")
+    placed = {row["profile_id"]: row for row in (placements or []) if row["gpu"] == rows[0]["gpu"]}
+    if product in MIG_MODELS:
+        base = MIG_MODELS[product]
+    elif placed:
+        base = {"product": product, "name": None, "pci_device_id": None,
+                "compute_slices": max(compute_slices(row["profile"]) or 0 for row in rows),
+                "memory_slices": max(max(row["starts"]) + row["size"] for row in placed.values()), "profiles": {}}
+    else:
+        raise MigLayoutError("%s is not in the built-in MIG catalogue (%s) and no nvidia-smi mig -lgipp output was "
+                             "given: its -lgip rows name the profiles but not their placements"
+                             % (product, ", ".join(sorted(MIG_MODELS))))
     by_id = {profile["id"]: profile for profile in base["profiles"].values()}
     full = max(rows, key=lambda row: row["memory_mib"])
     catalogue = dict(base, profiles={})
@@ -181,7 +200,12 @@ def catalogue_from_lgip(profiles, product):
         compute = compute_slices(row["profile"])
         if compute is None:
             raise MigLayoutError("-lgip lists %r, which is not a MIG profile name" % row["profile"])
-        if known is not None:
+        if row["profile_id"] in placed:
+            memory, starts = placed[row["profile_id"]]["size"], placed[row["profile_id"]]["starts"]
+        elif placed:
+            raise MigLayoutError("-lgipp has no placements for profile ID %d (%s) that -lgip lists"
+                                 % (row["profile_id"], row["profile"]))
+        elif known is not None:
             memory, starts = known["memory_slices"], known["starts"]
         else:
             memory = max(1, int(round(row["memory_mib"] * base["memory_slices"] / full["memory_mib"])))
@@ -306,7 +330,8 @@ def _filters(entry):
 
 def _applies(entry, model):
     filters = _filters(entry)
-    return not filters or model["pci_device_id"].lower() in [item.lower() for item in filters]
+    # A model known only from its node report has no PCI device ID here: a filtered entry is taken not to apply.
+    return not filters or (model["pci_device_id"] or "").lower() in [item.lower() for item in filters]
 
 
 def _fit_errors(where, mig_devices, model):

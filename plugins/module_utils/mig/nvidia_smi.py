@@ -33,6 +33,9 @@ NOTHING_FOUND = re.compile(r"^No .*(found|Found)")
 MISSING_VALUES = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "")
 # --query-gpu fields whose values are whole numbers even without a unit.
 INTEGER_FIELDS = ("index", "count")
+QUERY_FIELD = re.compile(r"^[a-z_][a-z0-9_.]*( \[[^\]]+\])?$")
+PLACEMENT_LINE = re.compile(r"^GPU\s+(\d+) Profile ID\s+(\d+) Placements?\s*: \{([0-9,]+)\}:(\d+)(?:\s.*)?$")
+BANNER = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)\s+CUDA Version: (\S+)")
 
 
 class NvidiaSmiParseError(ValueError):
@@ -54,15 +57,16 @@ def parse_list(text):
     """
     gpus = []
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+        if not line.strip() or (not gpus and NOTHING_FOUND.match(line.strip())):
+            continue  # "No devices were found": no GPU, a state
         gpu = GPU_LINE.match(line.strip())
         if gpu:
             gpus.append({"index": int(gpu.group(1)), "name": gpu.group(2), "uuid": gpu.group(3), "mig_devices": []})
             continue
         mig = MIG_LINE.match(line.rstrip())
         if not mig:
-            _fail(number, line, "not a GPU or MIG device line of nvidia-smi -L")
+            _fail(number, line, "not nvidia-smi -L output: expected 'GPU <n>: <name> (UUID: GPU-...)' or "
+                                "'  MIG <profile> Device <n>: (UUID: MIG-...)'%s" % _other_format(text))
         if not gpus:
             _fail(number, line, "MIG device before any GPU line")
         uuid, gi_id, ci_id = mig.group(3), mig.group(4), mig.group(5)
@@ -75,6 +79,167 @@ def parse_list(text):
             {"index": int(mig.group(2)), "profile": mig.group(1), "uuid": uuid, "gi_id": gi_id, "ci_id": ci_id}
         )
     return gpus
+
+
+def _other_format(text):
+    """A hint naming the format ``text`` does have, when it is another nvidia-smi output, else ''."""
+    if BANNER.search(text):
+        return " (this is the full nvidia-smi table: give it as the nvidia-smi output)"
+    for title, command in (("GPU instance profiles:", "mig -lgip"), ("GPU instances:", "mig -lgi"),
+                           ("Compute instances:", "mig -lci")):
+        if re.search(r"^\|\s*%s" % re.escape(title), text, re.M):
+            return " (this is nvidia-smi %s output)" % command
+    if PLACEMENT_LINE.match(text.strip()):
+        return " (this is nvidia-smi mig -lgipp output)"
+    if GPU_LINE.match(text.strip().splitlines()[0].strip() if text.strip() else ""):
+        return " (this is nvidia-smi -L output)"
+    return ""
+
+
+def parse_gpu_instance_placements(text):
+    """Parse ``nvidia-smi mig -lgipp``: ``[{"gpu", "profile_id", "starts": [memory slice], "size": memory slices}]``
+    in output order, from lines such as ``GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1`` (``Placement :``
+    when there is one start; the MIG User Guide's example); [] for "No MIG-enabled devices found."."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or (not rows and NOTHING_FOUND.match(line.strip())):
+            continue
+        match = PLACEMENT_LINE.match(line.strip())
+        if not match:
+            _fail(number, line, "not nvidia-smi mig -lgipp output: expected 'GPU <n> Profile ID <id> Placements: "
+                                "{<starts>}:<size>'%s" % _other_format(text))
+        rows.append({"gpu": int(match.group(1)), "profile_id": int(match.group(2)),
+                     "starts": [int(start) for start in match.group(3).split(",")], "size": int(match.group(4))})
+    return rows
+
+
+def _cells(line):
+    return [cell.strip() for cell in line.strip()[1:-1].split("|")]
+
+
+def _mib(value):
+    match = re.match(r"^(\d+)\s*MiB$", value.strip())
+    return int(match.group(1)) if match else None
+
+
+def _records(lines, start):
+    """Box-table records after the '====' line at or after ``start``: lists of (number, line) split at borders,
+    up to the first line that is not inside the box. Returns (records, index of the next line)."""
+    index = start
+    while index < len(lines) and not set(lines[index][1].strip().strip("|+")) <= {"="}:
+        index += 1
+    records, current = [], []
+    index += 1
+    while index < len(lines) and lines[index][1].lstrip().startswith(("|", "+")):
+        number, line = lines[index]
+        if line.lstrip().startswith("+"):
+            if current:
+                records.append(current)
+            current = []
+        else:
+            current.append((number, line))
+        index += 1
+    if current:
+        records.append(current)
+    return records, index
+
+
+def _gpu_record(record):
+    (number, first), rest = record[0], record[1:]
+    cells = _cells(first)
+    head = re.match(r"^(\d+)\s+(.+?)\s+(On|Off)$", cells[0]) if len(cells) >= 3 else None
+    if not head:
+        _fail(number, first, "not a GPU row of the nvidia-smi table: expected '| <index> <name> <On|Off> | ...'")
+    gpu = {"index": int(head.group(1)), "name": head.group(2), "persistence_mode": head.group(3),
+           "bus_id": cells[1].split()[0] if cells[1] else None, "ecc": cells[2] or None, "memory_used_mib": None,
+           "memory_total_mib": None, "utilization": None, "compute_mode": None, "mig_mode": None}
+    if rest:
+        number, second = rest[0]
+        cells = _cells(second)
+        memory = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", cells[1]) if len(cells) >= 3 else None
+        if not memory:
+            _fail(number, second, "not a GPU row of the nvidia-smi table: expected '<used>MiB / <total>MiB'")
+        gpu["memory_used_mib"], gpu["memory_total_mib"] = int(memory.group(1)), int(memory.group(2))
+        util = re.match(r"^(\d+%|N/A)\s+(.+)$", cells[2])
+        if util:
+            # Under MIG the GPU's utilisation is not reported: N/A, never 0.
+            gpu["utilization"] = None if util.group(1) == "N/A" else int(util.group(1)[:-1])
+            gpu["compute_mode"] = util.group(2)
+    if len(rest) > 1:
+        mode = _cells(rest[1][1])[-1]
+        gpu["mig_mode"] = mode if mode in ("Enabled", "Disabled") else None
+    return gpu
+
+
+def _mig_record(record):
+    number, first = record[0]
+    cells = _cells(first)
+    ids = re.match(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", cells[0]) if cells else None
+    memory = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", cells[1]) if len(cells) > 1 else None
+    if not ids or not memory:
+        _fail(number, first, "not a row of the nvidia-smi 'MIG devices' table: expected '| <gpu> <gi> <ci> <mig dev> "
+                             "| <used>MiB / <total>MiB | ...'")
+    sm = re.match(r"^(\d+)", cells[2]) if len(cells) > 2 else None
+    return {"gpu": int(ids.group(1)), "gi_id": int(ids.group(2)), "ci_id": int(ids.group(3)),
+            "mig_device": int(ids.group(4)), "memory_used_mib": int(memory.group(1)),
+            "memory_total_mib": int(memory.group(2)), "sm": int(sm.group(1)) if sm else None}
+
+
+def _process_row(number, line, with_instances):
+    body = line.strip()[1:-1].strip()
+    if NOTHING_FOUND.match(body):
+        return None
+    pattern = (r"^(\d+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(.*?)\s*(\d+MiB|N/A)$" if with_instances
+               else r"^(\d+)\s+()()(\d+)\s+(\S+)\s+(.*?)\s*(\d+MiB|N/A)$")
+    match = re.match(pattern, body)
+    if not match:
+        _fail(number, line, "not a row of the nvidia-smi Processes table")
+    gi, ci = match.group(2), match.group(3)
+    return {"gpu": int(match.group(1)), "gi_id": int(gi) if gi.isdigit() else None,
+            "ci_id": int(ci) if ci.isdigit() else None, "pid": int(match.group(4)), "type": match.group(5),
+            "name": match.group(6), "memory_mib": _mib(match.group(7))}
+
+
+def parse_table(text):
+    """Parse the full ``nvidia-smi`` table (the boxed layouts of driver branches 470 to 580).
+
+    Returns ``{"nvidia_smi_version", "driver_version", "cuda_version", "gpus": [{"index", "name",
+    "persistence_mode", "bus_id", "ecc", "memory_used_mib", "memory_total_mib", "utilization" (int % or None: N/A
+    under MIG), "compute_mode", "mig_mode" ("Enabled" | "Disabled" | None: N/A)}], "mig_devices": [{"gpu",
+    "gi_id", "ci_id", "mig_device", "memory_used_mib", "memory_total_mib", "sm"}], "processes": [{"gpu", "gi_id",
+    "ci_id" (None: N/A, not a MIG device), "pid", "type", "name", "memory_mib"}]}``. Sections the output lacks are
+    empty lists; a capture cut short after the GPU rows keeps what it has. Raises NvidiaSmiParseError for text
+    without the ``NVIDIA-SMI <version> Driver Version: ...`` banner (another format) or a row that does not fit.
+    """
+    lines = [(number, line.rstrip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    banner = None
+    for index, (number, line) in enumerate(lines):
+        banner = BANNER.search(line)
+        if banner:
+            break
+    if banner is None:
+        raise NvidiaSmiParseError("not the full nvidia-smi table: no 'NVIDIA-SMI <version>  Driver Version: <version>"
+                                  "  CUDA Version: <version>' banner%s" % _other_format(text))
+    result = {"nvidia_smi_version": banner.group(1), "driver_version": banner.group(2),
+              "cuda_version": banner.group(3), "gpus": [], "mig_devices": [], "processes": []}
+    index += 1
+    while index < len(lines):
+        number, line = lines[index]
+        words = _cells(line)[0].split() if line.lstrip().startswith("|") else []
+        if words[:2] == ["GPU", "Name"]:
+            records, index = _records(lines, index)
+            result["gpus"] = [_gpu_record(record) for record in records]
+        elif words[:2] == ["MIG", "devices:"]:
+            records, index = _records(lines, index + 1)
+            result["mig_devices"] = [_mig_record(record) for record in records]
+        elif words[:1] == ["Processes:"]:
+            header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
+            records, index = _records(lines, index)
+            rows = [_process_row(n, l, "GI" in header) for record in records for n, l in record]
+            result["processes"] = [row for row in rows if row is not None]
+        else:
+            index += 1
+    return result
 
 
 def _placement(value):
@@ -130,15 +295,16 @@ def _columns(number, line, known, required):
     return [known[name] for name in names]
 
 
-def _table(text, title, columns, required, second_line=None):
+def _table(text, title, columns, required, second_line=None, command="nvidia-smi"):
     """Rows of one nvidia-smi box table. The words of the first header line name the values of a record's
     first line; ``second_line`` (header word -> (key, converter)) names the values of a record's second line,
     which are the last words of the second header line (``CE JPEG OFA`` in ``-lgip``)."""
     lines = [(number, line.rstrip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines or (len(lines) == 1 and NOTHING_FOUND.match(lines[0][1].strip())):
-        return []
+        return []  # "No MIG-enabled devices found." / "No GPU instances found.": a state, not an error
     if len(lines) < 4 or not lines[0][1].startswith("+-") or _words(lines[1][1]) != title.split():
-        _fail(lines[0][0], lines[0][1], "expected a table titled %r" % title)
+        _fail(lines[0][0], lines[0][1], "not %s output: expected its box table titled %r%s"
+              % (command, title, _other_format(text)))
     header_end = next((i for i, (_number, line) in enumerate(lines) if set(line.strip("|")) == {"="}), None)
     if header_end is None:
         _fail(lines[1][0], lines[1][1], "no '=====' line ends the header")
@@ -180,7 +346,8 @@ def parse_gpu_instance_profiles(text):
     "memory_gib" (float, as printed), "memory_mib" (int), "p2p" (bool), "sm", "dec", "enc", "ce", "jpeg",
     "ofa"}]`` (ints unless noted) in output order; [] for "No MIG-enabled devices found".
     """
-    rows = _table(text, "GPU instance profiles:", LGIP_COLUMNS, list(LGIP_COLUMNS), LGIP_SECOND_LINE)
+    rows = _table(text, "GPU instance profiles:", LGIP_COLUMNS, list(LGIP_COLUMNS), LGIP_SECOND_LINE,
+                  "nvidia-smi mig -lgip")
     for row in rows:
         row["instances_free"], row["instances_total"] = row.pop("instances")
         row["memory_mib"] = _memory_mib(row["memory_gib"])
@@ -190,13 +357,14 @@ def parse_gpu_instance_profiles(text):
 def parse_gpu_instances(text):
     """Parse ``nvidia-smi mig -lgi``: ``[{"gpu", "profile", "profile_id", "id", "placement": {"start", "size"}}]``
     (placement in memory slices) in output order; [] for "No GPU instances found"."""
-    return _table(text, "GPU instances:", LGI_COLUMNS, list(LGI_COLUMNS))
+    return _table(text, "GPU instances:", LGI_COLUMNS, list(LGI_COLUMNS), command="nvidia-smi mig -lgi")
 
 
 def parse_compute_instances(text):
     """Parse ``nvidia-smi mig -lci``: ``[{"gpu", "gi_id", "profile" (e.g. "1c.3g.20gb"), "profile_id", "id",
     "placement": {"start", "size"} | None}]``; older drivers print the placement, newer ones do not."""
-    rows = _table(text, "Compute instances:", LCI_COLUMNS, ["GPU", "GPU#2", "Name", "Profile", "Instance"])
+    rows = _table(text, "Compute instances:", LCI_COLUMNS, ["GPU", "GPU#2", "Name", "Profile", "Instance"],
+                  command="nvidia-smi mig -lci")
     for row in rows:
         row.setdefault("placement", None)
     return rows
@@ -229,7 +397,11 @@ def parse_query_gpu(text, fields=None):
     if fields is None:
         if not lines:
             raise NvidiaSmiParseError("no header line: pass fields= for --format=csv,noheader output")
-        fields = [name.strip() for name in lines.pop(0)[1].split(",")]
+        number, header = lines.pop(0)
+        fields = [name.strip() for name in header.split(",")]
+        if not all(QUERY_FIELD.match(name) for name in fields):
+            _fail(number, header, "not nvidia-smi --query-gpu=... --format=csv output: expected a header of field "
+                                  "names such as 'index, memory.total [MiB]'%s" % _other_format(text))
     columns = []
     for name in fields:
         unit = re.match(r"^(\S+) \[(.+)\]$", name)

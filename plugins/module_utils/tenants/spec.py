@@ -52,11 +52,11 @@ import numbers
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
 MIB = 1024 * 1024
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-[1-7]g\.[0-9]+gb(\.me)?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
     "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",
@@ -80,8 +80,9 @@ def is_dns_label(value):
 
 
 def is_accelerator_resource(name):
-    """True for ``nvidia.com/gpu`` and ``nvidia.com/mig-<profile>`` (``+me`` profiles appear as ``.me``)."""
-    return name == GPU_RESOURCE or (isinstance(name, str) and bool(MIG_RESOURCE.match(name)))
+    """True for ``nvidia.com/gpu`` and every ``nvidia.com/mig-<profile>`` form the device plugin writes
+    (``mig.resources.is_mig_resource``: ``.me``, ``.me.all``, ``.gfx``, ``-me``)."""
+    return name == GPU_RESOURCE or resources.is_mig_resource(name)
 
 
 def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, limit_range=None,
