@@ -126,13 +126,15 @@ def _records(lines, start):
     """Box-table records after the '====' line at or after ``start``: lists of (number, line) split at borders,
     up to the first line that is not inside the box. Returns (records, index of the next line)."""
     index = start
-    while index < len(lines) and not set(lines[index][1].strip().strip("|+")) <= {"="}:
+    while index < len(lines) and set(lines[index][1].strip()) - set("|+") != {"="}:
         index += 1
     records, current = [], []
     index += 1
     while index < len(lines) and lines[index][1].lstrip().startswith(("|", "+")):
         number, line = lines[index]
-        if line.lstrip().startswith("+"):
+        if line.lstrip().startswith("|") and _cells(line)[0].split()[:2] in (["MIG", "devices:"], ["Processes:"]):
+            break  # the next section's box
+        if set(line.strip()) <= set("|+-"):
             if current:
                 records.append(current)
             current = []
@@ -198,6 +200,18 @@ def _process_row(number, line, with_instances):
     return {"gpu": int(match.group(1)), "gi_id": int(gi) if gi.isdigit() else None,
             "ci_id": int(ci) if ci.isdigit() else None, "pid": int(match.group(4)), "type": match.group(5),
             "name": match.group(6), "memory_mib": _mib(match.group(7))}
+
+
+def parse_mig_devices(text):
+    """Parse the "MIG devices" box of the ``nvidia-smi`` table given on its own (as users paste it): the
+    ``mig_devices`` list of ``parse_table``. Raises NvidiaSmiParseError for text without that box."""
+    lines = [(number, line.rstrip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for index, (number, line) in enumerate(lines):
+        if line.lstrip().startswith("|") and _cells(line)[0].split()[:2] == ["MIG", "devices:"]:
+            records, _end = _records(lines, index + 1)
+            return [_mig_record(record) for record in records]
+    raise NvidiaSmiParseError("not the 'MIG devices' box of the nvidia-smi table: no '| MIG devices:' line%s"
+                              % _other_format(text))
 
 
 def parse_table(text):
