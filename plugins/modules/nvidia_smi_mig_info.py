@@ -12,10 +12,14 @@ module: nvidia_smi_mig_info
 short_description: Read a node's MIG state from nvidia-smi and check it against a mig-parted layout
 version_added: 0.1.0
 description:
-  - Reads C(nvidia-smi -L), C(nvidia-smi mig -lgi), C(nvidia-smi mig -lci) and C(nvidia-smi
-    --query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total --format=csv). It returns the
-    GPU / GPU instance / compute instance tree, the MIG mode of each GPU, the MIG devices per profile, and the
-    resources the NVIDIA device plugin exposes for that state under the C(single) and C(mixed) strategies.
+  - Reads C(nvidia-smi -L), C(nvidia-smi mig -lgi), C(nvidia-smi mig -lci), C(nvidia-smi mig -lgip), C(nvidia-smi
+    mig -lgipp) and C(nvidia-smi --query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total
+    --format=csv), or the full C(nvidia-smi) table in place of the query. It returns the GPU / GPU instance /
+    compute instance tree, the MIG mode of each GPU, the MIG devices per profile, and the resources the NVIDIA
+    device plugin exposes for that state under the C(single) and C(mixed) strategies.
+  - Reading the state needs no built-in GPU catalogue; any profile name the driver prints is taken as it is. Resource
+    names follow the device plugin (C(nvidia.com/mig-) and the profile with C(+) as C(.)), matched to the node's
+    C(mig -lgip) rows by profile ID, with the memory figure computed as the device plugin does.
   - "The outputs come from one of three sources, in this order. O(outputs) gives them directly. O(node) reads
     them from a simulated node of the embedded cluster (annotation C(fairgpu.io/simulated-nvidia-smi), written by
     C(fairgpu.tenancy.simulated_gpu_node)). Otherwise the module runs O(nvidia_smi) where it runs: on a GPU host,
@@ -30,7 +34,9 @@ extends_documentation_fragment:
 options:
   outputs:
     description:
-      - nvidia-smi stdout by command, keys C(-L) (required), C(mig -lgi), C(mig -lci) and the query command above.
+      - nvidia-smi stdout by command, keys C(-L) (required), C(mig -lgi), C(mig -lci), C(mig -lgip), C(mig -lgipp),
+        the query command above, and C(nvidia-smi) for the full table.
+      - Answers such as C(No MIG-enabled devices found.) are states, not errors.
     type: dict
   node:
     description: A simulated node of the embedded cluster whose nvidia-smi outputs to read.
@@ -46,7 +52,7 @@ options:
     description: The config of O(expected_config) the node should carry (its C(nvidia.com/mig.config) label).
     type: str
 requirements:
-  - kubernetes >= 24.2.0 (only with O(node))
+  - kubernetes >= 24.2.0 (only with O(node); the other two ways run on a host without it)
 """
 
 EXAMPLES = r"""
@@ -132,6 +138,16 @@ mismatches:
   returned: with O(expected_config)
   type: list
   elements: str
+profiles_source:
+  description:
+    - Where the node's MIG profiles came from, C(node report) (its C(mig -lgip)) or C(catalogue) (the built-in one,
+      used only to check O(expected_config) when no C(mig -lgip) was given); null when nothing needed them.
+  returned: always
+  type: str
+table:
+  description: The full C(nvidia-smi) table parsed (driver, GPUs with MIG mode and memory, MIG devices, processes).
+  returned: when the C(nvidia-smi) output is given
+  type: dict
 outputs:
   description: The nvidia-smi outputs read, by command.
   returned: always

@@ -109,7 +109,7 @@ class FakeClient:
 
 
 def test_simulated_node(capsys, monkeypatch):
-    import ansible_collections.kubernetes.core.plugins.module_utils.k8s.client as client
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client
 
     node = {"metadata": {"name": "gpu-node-0", "annotations": {NVIDIA_SMI_ANNOTATION: json.dumps(OUTPUTS)}}}
     monkeypatch.setattr(client, "get_api_client", lambda module: FakeClient(node))
