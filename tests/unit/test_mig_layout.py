@@ -439,3 +439,28 @@ def test_mixed_labels_without_known_attributes():
     assert "nvidia.com/mig-2g.35gb.multiprocessors" not in labels
     labels = gfd_mig_labels(H100, 1, {"1g.10gb+me": 1}, "mixed")
     assert labels["nvidia.com/mig-1g.10gb.me.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me"
+
+
+def test_gfd_labels_follow_the_labeller_source():
+    """GFD's labeller, NVIDIA/k8s-device-plugin v0.20.0 internal/lm/mig-strategy.go (newGPULabelers,
+    newInvalidMigStrategyLabeler, newMigStrategySingleLabeler) and resource.go (getReplicas: 0 without a sharing
+    config, which MIG-enabled GPUs' labellers get; 1 with one and no replication)."""
+    # mixed, MIG on one GPU of two: gpu.count counts both, the whole GPU's labeller wins replicas (1).
+    labels = gfd_mig_labels(H100, 2, [{"3g.40gb": 2}, None], "mixed")
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"]) == ("2", "1")
+    # mixed, MIG on every GPU: replicas 0 (the real all-balanced node has it too), product stays the model's.
+    labels = gfd_mig_labels(H100, 2, {"3g.40gb": 2}, "mixed")
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"], labels["nvidia.com/gpu.product"]) == (
+        "2", "0", H100)
+    # mixed, MIG enabled without instances: still a MIG-enabled GPU (replicas 0), no mig-* labels.
+    labels = gfd_mig_labels(H100, 1, [{}], "mixed")
+    assert labels["nvidia.com/gpu.replicas"] == "0" and not any(k.startswith("nvidia.com/mig-") for k in labels)
+    # single, valid: the MIG labeller (with the sharing config) overwrites gpu.*: count of MIG devices, replicas 1.
+    labels = gfd_mig_labels(H100, 2, {"3g.40gb": 2}, "single")
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"],
+            labels["nvidia.com/gpu.memory"], labels["nvidia.com/gpu.sharing-strategy"]) == (
+        H100 + "-MIG-3g.40gb", "4", "1", "40320", "none")
+    # single, MIG on one GPU only: invalid; sharing-strategy emptied as newInvalidMigStrategyLabeler does.
+    labels = gfd_mig_labels(H100, 2, [{"3g.40gb": 2}, None], "single")
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"],
+            labels["nvidia.com/gpu.sharing-strategy"]) == (H100 + "-MIG-INVALID", "0", "0", "")

@@ -604,6 +604,11 @@ def _mig_labels(resource, product, profile, count, catalogue):
 def gfd_mig_labels(product, gpu_count, layout, strategy, mig_config=None, catalogue=None):
     """Labels GFD (and, with ``mig_config``, the MIG manager) set on a node with this layout: ``{name: value}``.
 
+    GFD's labeller (NVIDIA/k8s-device-plugin v0.20.0, ``internal/lm/mig-strategy.go`` and ``resource.go``): the
+    whole-GPU labels count MIG-enabled and MIG-disabled GPUs of the model alike (``nvidia.com/gpu.count``); a
+    MIG-enabled GPU's labeller has no sharing config, so ``replicas`` is 0, but a MIG-disabled GPU of the same
+    model overrides it with 1. Under ``single`` the MIG labeller then overwrites the ``nvidia.com/gpu.*`` labels.
+
     Starts from ``gpu_catalog.gfd_labels``. With MIG on every GPU ``nvidia.com/gpu.replicas`` is 0. ``single``
     and a valid layout: ``nvidia.com/gpu.product`` becomes ``<model>-MIG-<profile>``, ``.count`` the number of MIG
     devices and ``.memory`` etc. describe one device; an invalid layout gives ``<model>-MIG-INVALID`` with count,
@@ -623,8 +628,11 @@ def gfd_mig_labels(product, gpu_count, layout, strategy, mig_config=None, catalo
     if strategy == "single" and mig:
         profile = _single_profile(layout)
         if profile is None:
+            # newInvalidMigStrategyLabeler (k8s-device-plugin v0.20.0 internal/lm/mig-strategy.go) also empties
+            # sharing-strategy.
             labels.update({GPU_RESOURCE + ".product": product + "-MIG-INVALID", GPU_RESOURCE + ".count": "0",
-                           GPU_RESOURCE + ".replicas": "0", GPU_RESOURCE + ".memory": "0"})
+                           GPU_RESOURCE + ".replicas": "0", GPU_RESOURCE + ".memory": "0",
+                           GPU_RESOURCE + ".sharing-strategy": ""})
         else:
             labels.update(_mig_labels(GPU_RESOURCE, product, profile, sum(gpu[profile] for gpu in mig), catalogue))
     elif strategy == "mixed":
