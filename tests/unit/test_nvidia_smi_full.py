@@ -200,3 +200,20 @@ def test_real_h100_nvl_outside_the_catalogue():
         19: "nvidia.com/mig-1g.12gb", 20: "nvidia.com/mig-1g.12gb.me", 15: "nvidia.com/mig-1g.24gb",
         14: "nvidia.com/mig-2g.24gb", 9: "nvidia.com/mig-3g.47gb", 5: "nvidia.com/mig-4g.47gb",
         0: "nvidia.com/mig-7g.94gb"}
+
+
+def test_simulated_lgipp_reads_back_as_the_catalogue_placements():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MIG_MODELS
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+
+    outputs = simulated_nvidia_smi("gpu-node-0", "NVIDIA-H100-80GB-HBM3", 2, {"2g.20gb": 2})
+    rows = parse_gpu_instance_placements(outputs["mig -lgipp"])
+    model = MIG_MODELS["NVIDIA-H100-80GB-HBM3"]
+    assert [(r["gpu"], r["profile_id"], r["starts"], r["size"]) for r in rows] == [
+        (gpu, p["id"], p["starts"], p["memory_slices"]) for gpu in (0, 1) for p in model["profiles"].values()]
+    # The User Guide's -lgipp of a 7-slice GPU is what the simulation prints for the H100.
+    assert outputs["mig -lgipp"].splitlines()[:7] == [line for line in LGIPP.splitlines() if line]
+    assert simulated_nvidia_smi("gpu-node-0", "NVIDIA-H100-80GB-HBM3", 1)["mig -lgipp"] == "No MIG-enabled devices found.\n"
+    result = mig_info(outputs)
+    assert result["profiles_source"] == "node report"
+    assert result["resources"]["mixed"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 4}

@@ -34,7 +34,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import 
 )
 
 QUERY_GPU = "--query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total --format=csv"
-COMMANDS = ("-L", "mig -lgip", "mig -lgi", "mig -lci", QUERY_GPU)
+COMMANDS = ("-L", "mig -lgip", "mig -lgipp", "mig -lgi", "mig -lci", QUERY_GPU)
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fairgpu.io")
 # NVML's compute instance profile IDs (NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE) by compute slices.
 CI_PROFILE_IDS = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}
@@ -118,6 +118,15 @@ def _profiles(gpus, product, catalogue):
     return lines
 
 
+def _placements(gpus, product, catalogue):
+    """``nvidia-smi mig -lgipp`` lines in the MIG User Guide's form (``Placement :`` for a single start)."""
+    model = mig_model(product, catalogue)
+    return ["GPU %2d Profile ID %2d %s {%s}:%d" % (
+        gpu["index"], profile["id"], "Placements:" if len(profile["starts"]) > 1 else "Placement :",
+        ",".join(map(str, profile["starts"])), profile["memory_slices"])
+        for gpu in gpus for profile in model["profiles"].values()]
+
+
 def _table(header, rows, nothing):
     if not rows:
         return [nothing]
@@ -159,9 +168,10 @@ def simulated_nvidia_smi(node_name, product, gpu_count, layout=None, catalogue=N
     """
     gpus = simulated_gpus(node_name, product, gpu_count, layout, catalogue)
     mig = [gpu for gpu in gpus if gpu["mig_enabled"]]
-    outputs = {"-L": _list(gpus), QUERY_GPU: _query(gpus), "mig -lgip": [NO_MIG], "mig -lgi": [NO_MIG],
-               "mig -lci": [NO_MIG]}
+    outputs = {"-L": _list(gpus), QUERY_GPU: _query(gpus), "mig -lgip": [NO_MIG], "mig -lgipp": [NO_MIG],
+               "mig -lgi": [NO_MIG], "mig -lci": [NO_MIG]}
     if mig:
-        outputs.update({"mig -lgip": _profiles(mig, product, catalogue), "mig -lgi": _gpu_instances(mig),
+        outputs.update({"mig -lgip": _profiles(mig, product, catalogue),
+                        "mig -lgipp": _placements(mig, product, catalogue), "mig -lgi": _gpu_instances(mig),
                         "mig -lci": _compute_instances(mig)})
     return {command: "\n".join(lines) + "\n" for command, lines in outputs.items()}
