@@ -67,3 +67,34 @@ def test_lgip_rows_matched_by_profile_id():
     renamed = [dict(row, profile="7g.79gb") if row["profile_id"] == 0 else row for row in rows]
     assert resources.lgip_resources(renamed, 81920)[0] == "nvidia.com/mig-7g.80gb"
     assert resources.lgip_resources([]) == {}
+
+
+def test_a_node_report_names_resources_as_the_device_plugin_does():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
+        catalogue_from_lgip, device_plugin_resources, gfd_mig_labels)
+
+    # An A100-80GB whose driver prints the full profile as 7g.79gb (79.25 GiB; issue 13): the layout uses the
+    # printed name, the resource and GFD's labels the device plugin's (go-nvlib: 80 GiB device -> 7g.80gb).
+    lgip = fixture("mig-lgip-h100-pcie-r570-wide.txt").replace("MIG 7g.80gb ", "MIG 7g.79gb ")
+    catalogue = catalogue_from_lgip(parse_gpu_instance_profiles(lgip), "NVIDIA-A100-SXM4-80GB")
+    assert catalogue["profiles"]["7g.79gb"]["resource"] == "nvidia.com/mig-7g.80gb"
+    assert device_plugin_resources("NVIDIA-A100-SXM4-80GB", 1, {"7g.79gb": 1}, "mixed", catalogue) == {
+        "nvidia.com/gpu": 0, "nvidia.com/mig-7g.80gb": 1}
+    labels = gfd_mig_labels("NVIDIA-A100-SXM4-80GB", 1, {"7g.79gb": 1}, "mixed", catalogue=catalogue)
+    assert labels["nvidia.com/mig-7g.80gb.count"] == "1"
+    assert labels["nvidia.com/mig-7g.80gb.product"] == "NVIDIA-A100-SXM4-80GB-MIG-7g.80gb"
+    single = gfd_mig_labels("NVIDIA-A100-SXM4-80GB", 1, {"7g.79gb": 1}, "single", catalogue=catalogue)
+    assert single["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB-MIG-7g.80gb"
+    # +me keeps its attribute: mig-1g.10gb.me.
+    assert catalogue["profiles"]["1g.10gb+me"]["resource"] == "nvidia.com/mig-1g.10gb.me"
+
+
+def test_built_in_names_are_the_device_plugins():
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MIG_MODELS, profile_memory_mib
+
+    for product, model in MIG_MODELS.items():
+        for profile, entry in model["profiles"].items():
+            memory = profile_memory_mib(product, profile)
+            computed = resources.device_plugin_profile(profile, memory, GPU_MODELS[product]["memory_mib"])
+            assert resources.resource_name(computed) == entry["resource"], (product, profile, memory)

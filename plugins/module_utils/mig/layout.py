@@ -126,6 +126,14 @@ def product_label(name):
     return name.replace(" ", "-")
 
 
+def profile_resource(profile, product=None, catalogue=None):
+    """The device plugin's resource for ``profile`` of ``product``: the catalogue entry's ``resource`` where it
+    has one (a node's own -lgip, see ``catalogue_from_lgip``), else ``mig_resource(profile)``."""
+    model = catalogue if catalogue is not None else MIG_MODELS.get(product)
+    entry = (model or {}).get("profiles", {}).get(profile) or {}
+    return entry.get("resource") or mig_resource(profile)
+
+
 def placement_starts(compute, memory, total_compute, total_memory):
     """Start slices a GPU instance of ``compute`` compute and ``memory`` memory slices may take: a multiple of its
     memory size, inside the memory slices, and not past the last compute slice. Every placement nvidia-smi
@@ -143,6 +151,8 @@ def _build(product, name, pci_device_id, geometry, names, known):
             "id": profile_id, "compute_slices": compute_slices(profile), "memory_slices": memory,
             "max_instances": most, "starts": list(starts), "memory_mib": memory_mib,
             "attributes": dict(zip(ATTRIBUTES, attributes)) if attributes else None,
+            # The built-in names are go-nvlib's (tested in test_mig_resources against the catalogue's memory).
+            "resource": resources.resource_name(profile),
         }
     return {"product": product, "name": name, "pci_device_id": pci_device_id,
             "compute_slices": compute_slices(names[-1]), "memory_slices": geometry[-1][3], "profiles": profiles}
@@ -151,7 +161,7 @@ def _build(product, name, pci_device_id, geometry, names, known):
 # product label -> {"product", "name" (nvidia-smi), "pci_device_id", "compute_slices", "memory_slices",
 #   "profiles": {profile: {"id", "compute_slices", "memory_slices", "max_instances", "starts" (memory slice
 #   indices), "memory_mib" (int or None: unknown), "attributes" ({"sm", "dec", "enc", "ce", "jpeg", "ofa"}
-#   or None: unknown)}}}
+#   or None: unknown), "resource" (the device plugin's resource name)}}}
 MIG_MODELS = {product: _build(product, *data) for product, data in MODEL_DATA.items()}
 
 
@@ -167,7 +177,7 @@ def mig_model(product, catalogue=None):
                              % (product, ", ".join(sorted(MIG_MODELS))))
 
 
-def catalogue_from_lgip(profiles, product, placements=None):
+def catalogue_from_lgip(profiles, product, placements=None, device_memory_mib=None):
     """Build ``product``'s catalogue entry from the node's own ``nvidia-smi mig -lgip`` rows
     (``nvidia_smi.parse_gpu_instance_profiles`` output; the first GPU's rows are used) and, when given, its
     ``nvidia-smi mig -lgipp`` rows (``nvidia_smi.parse_gpu_instance_placements``).
@@ -177,7 +187,13 @@ def catalogue_from_lgip(profiles, product, placements=None):
     it, from the built-in profile with the same ID, or for a profile the built-in model lacks, memory slices in
     proportion to its memory and the starts of ``placement_starts``. A model the built-in catalogue lacks needs
     -lgipp (its slice counts and placements are known nowhere else). Raises MigLayoutError saying which.
+
+    Each profile also gets the ``resource`` the device plugin names it by (``resources.device_plugin_profile``:
+    go-nvlib's memory figure from ``device_memory_mib``, the GPU's total memory, by default the catalogue's), so a
+    driver's ``7g.79gb`` on an 80 GiB A100 is advertised as ``nvidia.com/mig-7g.80gb``.
     """
+    if device_memory_mib is None:
+        device_memory_mib = GPU_MODELS.get(product, {}).get("memory_mib")
     rows = [row for row in profiles if row["gpu"] == profiles[0]["gpu"]] if profiles else []
     if not rows:
         raise MigLayoutError("no GPU instance profiles in the -lgip output: is MIG enabled on the GPU?")
@@ -214,6 +230,9 @@ def catalogue_from_lgip(profiles, product, placements=None):
             "id": row["profile_id"], "compute_slices": compute, "memory_slices": memory,
             "max_instances": row["instances_total"], "starts": list(starts), "memory_mib": row["memory_mib"],
             "attributes": {name: row[name] for name in ATTRIBUTES},
+            "resource": resources.resource_name(
+                resources.device_plugin_profile(row["profile"], row["memory_mib"], device_memory_mib)
+                if device_memory_mib else row["profile"]),
         }
     return catalogue
 
@@ -581,14 +600,16 @@ def device_plugin_resources(product, gpu_count, layout, strategy, catalogue=None
     resources = {GPU_RESOURCE: gpu_count - len(mig)}
     for gpu in mig:
         for profile, count in sorted(gpu.items()):
-            resources[mig_resource(profile)] = resources.get(mig_resource(profile), 0) + count
+            name = profile_resource(profile, product, catalogue)
+            resources[name] = resources.get(name, 0) + count
     return resources
 
 
 def _mig_labels(resource, product, profile, count, catalogue):
     entry = mig_model(product, catalogue)["profiles"][profile]
     labels = {
-        "product": "%s-MIG-%s" % (product, profile.replace("+", ".")),
+        # GFD names the MIG device as the device plugin does (internal/resource/nvml-mig-device.go, v0.20.0).
+        "product": "%s-MIG-%s" % (product, profile_resource(profile, product, catalogue)[len(resources.PREFIX):]),
         "count": count,
         "replicas": 1,
         "memory": profile_memory_mib(product, profile, catalogue),
@@ -641,7 +662,7 @@ def gfd_mig_labels(product, gpu_count, layout, strategy, mig_config=None, catalo
             for profile, count in gpu.items():
                 counts[profile] = counts.get(profile, 0) + count
         for profile, count in counts.items():
-            resource = mig_resource(profile)
+            resource = profile_resource(profile, product, catalogue)
             labels.update(_mig_labels(resource, product, profile, count, catalogue))
             labels[resource + ".sharing-strategy"] = "none"
     if mig_config is not None:
