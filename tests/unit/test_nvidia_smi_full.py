@@ -165,43 +165,6 @@ def test_unknown_model_without_its_report_says_what_is_missing():
         mig_info(outputs, config, "off")
 
 
-# A real H100 NVL (not in the built-in catalogue): its -lgip, -lgipp and full table, driver 560.35.03, from
-# https://github.com/AlizeeChen11/mig-and-mps/blob/2f332263231b392bafadb53be83d028c587c7616/mig/README.md
-# The three files wait for a place in shared/fixtures/nvidia-smi/ (data from a fetched snapshot is kept there,
-# not committed by developers); copied into fixtures/nvidia-smi/ they make this test run.
-NVL = ("mig-lgip-h100-nvl-r560.txt", "mig-lgipp-h100-nvl.txt", "table-r560-h100-nvl-mig.txt")
-NVL_HERE = all(os.path.exists(os.path.join(os.path.dirname(__file__), "fixtures", "nvidia-smi", name)) for name in NVL)
-
-
-@pytest.mark.skipif(not NVL_HERE, reason="the H100 NVL captures are not in fixtures/nvidia-smi/ yet")
-def test_real_h100_nvl_outside_the_catalogue():
-    lgip = parse_gpu_instance_profiles(fixture("mig-lgip-h100-nvl-r560.txt"))
-    assert [row["profile"] for row in lgip] == ["1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb",
-                                                "7g.94gb"]
-    placements = parse_gpu_instance_placements(fixture("mig-lgipp-h100-nvl.txt"))
-    catalogue = catalogue_from_lgip(lgip, "NVIDIA-H100-NVL", placements)
-    # What the page then created (-cgi 9,15,19) fits; two 3g.47gb and a 1g.12gb do not (memory slices).
-    made = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
-                                                   "mig-devices": {"3g.47gb": 1, "1g.24gb": 1, "1g.12gb": 1}}]}}
-    assert mig_config_errors(made, "NVIDIA-H100-NVL", 1, "mixed", catalogue) == []
-    made["mig-configs"]["x"][0]["mig-devices"] = {"3g.47gb": 2, "1g.12gb": 1}
-    assert "cannot be placed" in mig_config_errors(made, "NVIDIA-H100-NVL", 1, "mixed", catalogue)[0]
-    table = parse_table(fixture("table-r560-h100-nvl-mig.txt"))
-    (gpu,) = table["gpus"]
-    assert (gpu["name"], gpu["mig_mode"], gpu["utilization"], gpu["memory_total_mib"]) == (
-        "NVIDIA H100 NVL", "Enabled", None, 95830)
-    assert [(d["gi_id"], d["memory_total_mib"]) for d in table["mig_devices"]] == [(1, 47488), (5, 22144), (13, 11008)]
-    assert table["processes"] == []
-    # Each MIG device's memory is its profile's -lgip memory (3g.47gb, 1g.24gb, 1g.12gb) ...
-    memory = {row["profile"]: row["memory_mib"] for row in lgip}
-    assert [memory[p] for p in ("3g.47gb", "1g.24gb", "1g.12gb")] == [47488, 22144, 11008]
-    # ... and go-nvlib's names agree with the printed ones on this card (95830 MiB).
-    assert resources.lgip_resources(lgip, gpu["memory_total_mib"]) == {
-        19: "nvidia.com/mig-1g.12gb", 20: "nvidia.com/mig-1g.12gb.me", 15: "nvidia.com/mig-1g.24gb",
-        14: "nvidia.com/mig-2g.24gb", 9: "nvidia.com/mig-3g.47gb", 5: "nvidia.com/mig-4g.47gb",
-        0: "nvidia.com/mig-7g.94gb"}
-
-
 def test_simulated_lgipp_reads_back_as_the_catalogue_placements():
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MIG_MODELS
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
