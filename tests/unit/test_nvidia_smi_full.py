@@ -1,11 +1,8 @@
 """The full nvidia-smi table, format refusals, "nothing here" states, -lgipp, and reading a node without the
 built-in catalogue (issue 13, items 1 and 2). Real captures are in fixtures/nvidia-smi/ with their URLs."""
 
-import os
-
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
     MigLayoutError, catalogue_from_lgip, mig_config_errors)
