@@ -168,8 +168,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status impor
     sample,
     wait_for_errors,
 )
-
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, KUEUE_API
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
@@ -183,7 +182,7 @@ def argspec():
     spec.update(
         namespaces=dict(type="list", elements="str", default=[]),
         cluster_queues=dict(type="list", elements="str", default=[]),
-        resource=dict(type="str", default="nvidia.com/gpu"),
+        resource=dict(type="str", default=GPU_RESOURCE),
         workloads=dict(type="bool", default=True),
         pods=dict(type="bool", default=False),
         wait_for=dict(type="dict"),

@@ -137,7 +137,22 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import KUEUE_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    ADMISSION_API,
+    GPU_POD_POLICY,
+    GPU_PRESENT_LABEL,
+    JOB_POLICY,
+    KUEUE_API,
+    LIMIT_RANGE,
+    LOCAL_QUEUE_SUFFIX,
+    PROBE_IMAGE,
+    PROBE_LABEL,
+    PROBE_PREFIX,
+    RBAC_API,
+    RESOURCE_QUOTA,
+    TENANT_ROLE,
+    WORKLOAD_PREFIX,
+)
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
@@ -156,9 +171,9 @@ def argspec():
         tenant=dict(type="dict", required=True),
         other=dict(type="dict", required=True),
         priority_classes=dict(type="list", elements="dict", default=[]),
-        local_queue_suffix=dict(type="str", default="-queue"),
+        local_queue_suffix=dict(type="str", default=LOCAL_QUEUE_SUFFIX),
         simulated=dict(type="bool", default=False),
-        image=dict(type="str", default="registry.k8s.io/pause:3.10"),
+        image=dict(type="str", default=PROBE_IMAGE),
         timeout=dict(type="int", default=60),
         hold_seconds=dict(type="int", default=5),
         running_bound_seconds=dict(type="float", default=60),
@@ -269,7 +284,7 @@ class Probe(object):
         return [
             isolation.refused_check("1. bare GPU Pod (no Job, no queue) as the tenant", as_tenant, "RBAC"),
             isolation.refused_check("1. bare GPU Pod by a user allowed to create pods", as_admin,
-                                    "ValidatingAdmissionPolicy fairgpu-tenant-gpu-pods"),
+                                    "ValidatingAdmissionPolicy " + GPU_POD_POLICY),
         ]
 
     def other_queue(self):
@@ -285,20 +300,20 @@ class Probe(object):
         kueue_kinds = [("ClusterQueue", self.tenant["name"]), ("Cohort", None), ("ResourceFlavor", None),
                        ("WorkloadPriorityClass", None)]
         cluster_scoped = [(KUEUE_API, kind, name) for kind, name in kueue_kinds] + [
-            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "fairgpu-tenant-jobs"),
-            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None)]
+            (ADMISSION_API, "ValidatingAdmissionPolicy", JOB_POLICY),
+            (RBAC_API, "ClusterRoleBinding", None)]
         for api_version, kind, name in cluster_scoped:
             name = name or self._first_name(api_version, kind)
             checks.append(isolation.refused_check("3. write %s objects" % kind, self._writes(api_version, kind, name),
                                                   "RBAC"))
-        for api_version, kind, name in (("v1", "ResourceQuota", "fairgpu-gpu-quota"),
-                                        ("v1", "LimitRange", "fairgpu-defaults"),
-                                        ("rbac.authorization.k8s.io/v1", "Role", "fairgpu-tenant"),
-                                        ("rbac.authorization.k8s.io/v1", "RoleBinding", "fairgpu-tenant")):
+        for api_version, kind, name in (("v1", "ResourceQuota", RESOURCE_QUOTA),
+                                        ("v1", "LimitRange", LIMIT_RANGE),
+                                        (RBAC_API, "Role", TENANT_ROLE),
+                                        (RBAC_API, "RoleBinding", TENANT_ROLE)):
             checks.append(isolation.refused_check("3. write its own namespace's %s" % kind,
                                                   self._writes(api_version, kind, name, self.ns), "RBAC"))
         local_queue = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
-                       "metadata": {"name": isolation.PROBE_PREFIX + "lq", "namespace": self.ns},
+                       "metadata": {"name": PROBE_PREFIX + "lq", "namespace": self.ns},
                        "spec": {"clusterQueue": self.other["name"]}}
         checks.append(isolation.refused_check(
             "3. LocalQueue in its namespace pointing at %s's ClusterQueue" % self.other["name"],
@@ -308,14 +323,14 @@ class Probe(object):
 
     def _first_name(self, api_version, kind):
         items = self.admin.get(self.admin.resource(kind, api_version)).to_dict()["items"]
-        return items[0]["metadata"]["name"] if items else isolation.PROBE_PREFIX + "none"
+        return items[0]["metadata"]["name"] if items else PROBE_PREFIX + "none"
 
     def _writes(self, api_version, kind, name, namespace=None):
         body = {"apiVersion": api_version, "kind": kind,
-                "metadata": {"name": isolation.PROBE_PREFIX + "new", "labels": {isolation.PROBE_LABEL: "isolation"}}}
+                "metadata": {"name": PROBE_PREFIX + "new", "labels": {PROBE_LABEL: "isolation"}}}
         if namespace:
             body["metadata"]["namespace"] = namespace
-        patch = {"metadata": {"labels": {isolation.PROBE_LABEL: "isolation"}}}
+        patch = {"metadata": {"labels": {PROBE_LABEL: "isolation"}}}
         return {
             "create " + kind: self.send(self.as_tenant, "create", api_version, kind, body, namespace=namespace),
             "patch " + kind: self.send(self.as_tenant, "patch", api_version, kind, patch, name=name, namespace=namespace),
@@ -358,7 +373,7 @@ class Probe(object):
         checks.append(isolation.refused_check(
             "6. a pod past Kueue (forged Job owner) asking for %d %s" % (2 * split, self.resource),
             {"create Pod": self.send(self.admin, "create", "v1", "Pod", forged, namespace=self.ns)},
-            "ResourceQuota fairgpu-gpu-quota" if 2 * split <= self.tenant["max_gpus_per_pod"] else "LimitRange"))
+            "ResourceQuota " + RESOURCE_QUOTA if 2 * split <= self.tenant["max_gpus_per_pod"] else "LimitRange"))
 
         name = one["metadata"]["name"]
         workload = self.workload_of(self.ns, name, judged=False)["metadata"]["name"]
@@ -366,7 +381,7 @@ class Probe(object):
             "patch Job spec.suspend=false": self.send(self.as_tenant, "patch", "batch/v1", "Job",
                                                       {"spec": {"suspend": False}}, name=name, namespace=self.ns),
             "patch Workload": self.send(self.as_tenant, "patch", KUEUE_API, "Workload",
-                                        {"metadata": {"labels": {isolation.PROBE_LABEL: "x"}}}, name=workload,
+                                        {"metadata": {"labels": {PROBE_LABEL: "x"}}}, name=workload,
                                         namespace=self.ns),
         }
         status = self.as_tenant.resource("Workload", KUEUE_API).subresources["status"]
@@ -398,11 +413,11 @@ class Probe(object):
             isolation.refused_check("7. WorkloadPriorityClass %s (allowed: %s)" % (denied, ", ".join(allowed) or "none"),
                                     {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", job,
                                                              namespace=self.ns)},
-                                    "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+                                    "ValidatingAdmissionPolicy " + JOB_POLICY),
             isolation.refused_check("7. pod priorityClassName system-cluster-critical in a Job",
                                     {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", pod_priority,
                                                              namespace=self.ns)},
-                                    "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+                                    "ValidatingAdmissionPolicy " + JOB_POLICY),
         ]
         checks.append(self.jump_the_queue(isolation.highest_class(allowed, params["priority_classes"])))
         return checks
@@ -454,7 +469,7 @@ class Probe(object):
         return [isolation.refused_check(
             "8. a Job with no queue claiming its own admitted Job as controller (%d pods of 1 %s)" % (pods, self.resource),
             {"create Job": self.send(self.as_tenant, "create", "batch/v1", "Job", child, namespace=self.ns)},
-            "ValidatingAdmissionPolicy fairgpu-tenant-jobs")]
+            "ValidatingAdmissionPolicy " + JOB_POLICY)]
 
     def pod_slots(self):
         """Attempt 9: CPU-only pods past the nodes' pod slots; then every pod slot it can reach while the other
@@ -517,7 +532,7 @@ class Probe(object):
         quotas, jobs = self.admin.resource("ResourceQuota", "v1"), self.admin.resource("Job", "batch/v1")
 
         def settled():
-            status = self.admin.get(quotas, name="fairgpu-gpu-quota", namespace=self.ns).to_dict().get("status") or {}
+            status = self.admin.get(quotas, name=RESOURCE_QUOTA, namespace=self.ns).to_dict().get("status") or {}
             count = len(self.admin.get(jobs, namespace=self.ns).to_dict()["items"])
             used = int((status.get("used") or {}).get("count/jobs.batch", -1))
             return (int((status.get("hard") or {}).get("count/jobs.batch", 0)), used) if used == count else None
@@ -526,7 +541,7 @@ class Probe(object):
         created, refused = 0, None
         # Queued on a LocalQueue that does not exist: Kueue keeps them (no pods), as a backlog would wait.
         for index in range(max(0, hard - used) + BURST_OVERSHOOT + 1):
-            job = isolation.probe_job("burst-%d" % index, self.ns, self.resource, queue=isolation.PROBE_PREFIX + "nowhere",
+            job = isolation.probe_job("burst-%d" % index, self.ns, self.resource, queue=PROBE_PREFIX + "nowhere",
                                       image=self.image)
             refused = self.send(self.as_tenant, "create", "batch/v1", "Job", job, namespace=self.ns, dry_run=False)
             if refused is not None:
@@ -534,7 +549,7 @@ class Probe(object):
             created += 1
         result = isolation.refused_check(
             "10. a burst of Jobs past its Job quota (count/jobs.batch %d, %d in use)" % (hard, used),
-            {"create Job %d" % (created + 1): refused}, "ResourceQuota fairgpu-gpu-quota")
+            {"create Job %d" % (created + 1): refused}, "ResourceQuota " + RESOURCE_QUOTA)
         over = created - (hard - used)
         result["expected"] += " within %d Jobs past the quota" % BURST_OVERSHOOT
         result["observed"] = "%d created (%d past the quota), then %s" % (created, max(0, over), result["observed"])
@@ -550,7 +565,7 @@ class Probe(object):
         pod = isolation.privileged_pod("privileged", self.ns, image=self.image)
         return [
             isolation.refused_check("11. Jobs with no GPU request that reach for the node's devices or host",
-                                    outcomes, "ValidatingAdmissionPolicy fairgpu-tenant-jobs"),
+                                    outcomes, "ValidatingAdmissionPolicy " + JOB_POLICY),
             isolation.refused_check("11. a privileged pod by a user allowed to create pods",
                                     {"create Pod": self.send(self.admin, "create", "v1", "Pod", pod, namespace=self.ns)},
                                     "PodSecurity"),
@@ -584,12 +599,12 @@ class Probe(object):
         return False
 
     def _capacity(self, resource):
-        nodes = self.admin.get(self.admin.resource("Node", "v1"), label_selector="nvidia.com/gpu.present=true")
+        nodes = self.admin.get(self.admin.resource("Node", "v1"), label_selector=GPU_PRESENT_LABEL + "=true")
         return sum(int((n["status"].get("allocatable") or {}).get(resource, 0)) for n in nodes.to_dict()["items"])
 
     def _running_pods(self, namespace):
         pods = self.admin.get(self.admin.resource("Pod", "v1"), namespace=namespace,
-                              label_selector=isolation.PROBE_LABEL).to_dict()["items"]
+                              label_selector=PROBE_LABEL).to_dict()["items"]
         return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
                 and not p["metadata"].get("deletionTimestamp")]
 
@@ -597,7 +612,7 @@ class Probe(object):
         """Delete the probe's Jobs (and their pods) in ``namespaces``."""
         jobs = self.admin.resource("Job", "batch/v1")
         for namespace in namespaces:
-            for job in self.admin.get(jobs, namespace=namespace, label_selector=isolation.PROBE_LABEL).to_dict()["items"]:
+            for job in self.admin.get(jobs, namespace=namespace, label_selector=PROBE_LABEL).to_dict()["items"]:
                 try:
                     self.admin.delete(jobs, name=job["metadata"]["name"], namespace=namespace,
                                       body={"propagationPolicy": "Background"})
@@ -610,9 +625,9 @@ class Probe(object):
         self.delete_jobs(*namespaces)
         pods = self.admin.resource("Pod", "v1")
         self.wait_until(lambda: not any(
-            w["metadata"]["name"].startswith("job-" + isolation.PROBE_PREFIX)
+            w["metadata"]["name"].startswith(WORKLOAD_PREFIX + PROBE_PREFIX)
             for namespace in namespaces for w in self._workloads(namespace)) and not any(
-            self.admin.get(pods, namespace=namespace, label_selector=isolation.PROBE_LABEL).to_dict()["items"]
+            self.admin.get(pods, namespace=namespace, label_selector=PROBE_LABEL).to_dict()["items"]
             for namespace in namespaces), "the probe's Workloads and pods were not gone", timeout=3 * self.module.params["timeout"])
 
 

@@ -14,8 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CONDITIONS = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Requeued", "Finished")
 
 
@@ -193,7 +193,7 @@ def workload_summary(workload, local_queues, resource):
     }
 
 
-def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com/gpu", queue_names=None, pods=None):
+def admission_info(cluster_queues, local_queues, workloads, resource=GPU_RESOURCE, queue_names=None, pods=None):
     """Summarise Kueue's admission state.
 
     ``cluster_queues``, ``local_queues``, ``workloads``: lists of API objects. ``queue_names``: restrict to

@@ -39,6 +39,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GPU_MODELS,
     MIG_STRATEGIES,
@@ -46,7 +47,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import
     gfd_labels,
 )
 
-GPU_RESOURCE = "nvidia.com/gpu"
 PROFILE_NAME = re.compile(r"^([1-8])g\.[0-9]+gb")
 # -lgip's attribute columns in the order it prints them: SM DEC ENC on a profile's first line, CE JPEG OFA below.
 ATTRIBUTES = ("sm", "dec", "enc", "ce", "jpeg", "ofa")
@@ -111,7 +111,7 @@ def compute_slices(profile):
 
 def mig_resource(profile):
     """The mixed-strategy resource name of a profile: ``nvidia.com/mig-2g.20gb``, ``nvidia.com/mig-1g.10gb.me``."""
-    return "nvidia.com/mig-" + profile.replace("+", ".")
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
 
 
 def product_label(name):

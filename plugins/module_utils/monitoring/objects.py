@@ -21,6 +21,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
+
 import yaml
 
 KUEUE_JOB = "kueue"
@@ -177,7 +179,7 @@ def alert_seconds(rules_text, name):
 
 
 def _labelled(obj, release):
-    obj["metadata"].setdefault("labels", {}).update({"app.kubernetes.io/managed-by": "fairgpu", "release": release})
+    obj["metadata"].setdefault("labels", {}).update({MANAGED_BY_LABEL: "fairgpu", "release": release})
     return obj
 
 

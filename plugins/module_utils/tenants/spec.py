@@ -52,10 +52,10 @@ import numbers
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 
 MIB = 1024 * 1024
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-[1-7]g\.[0-9]+gb(\.me)?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",

@@ -26,11 +26,15 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import PRIORITY_CLASS_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_RESOURCE,
+    PRIORITY_CLASS_LABEL,
+    PROBE_IMAGE,
+    PROBE_LABEL,
+    PROBE_PREFIX,
+    QUEUE_LABEL,
+)
 
-PROBE_PREFIX = "fairgpu-probe-"
-PROBE_LABEL = "fairgpu.io/probe"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
 _QUOTA = re.compile(r"exceeded quota: ([^,]+)")
 
@@ -108,7 +112,7 @@ def forbidden_class(allowed, platform_classes):
     return others[0]["name"] if others else PROBE_PREFIX + "not-a-class"
 
 
-def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image="registry.k8s.io/pause:3.10",
+def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image=PROBE_IMAGE,
               priority_class=None, pod_priority_class=None, containers=1, cpu="100m", memory="128Mi"):
     """A Job of ``pods`` pods of ``containers`` containers of ``gpus`` devices of ``resource`` each (and ``cpu``,
     ``memory``), labelled as a probe. Its pods pass the Pod Security restricted profile.
@@ -136,7 +140,7 @@ def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=Non
 
 
 def bare_pod(name, namespace, resource, per_container=1, containers=1, owner_uid=None,
-             image="registry.k8s.io/pause:3.10"):
+             image=PROBE_IMAGE):
     """A Pod outside any Job; with ``owner_uid`` it claims a Job as its controller (a forged owner reference)."""
     metadata = {"name": PROBE_PREFIX + name, "namespace": namespace, "labels": {PROBE_LABEL: "isolation"}}
     if owner_uid:
@@ -219,9 +223,9 @@ def device_door_jobs(namespace, resource, grace_max):
     return jobs
 
 
-def privileged_pod(name, namespace, image="registry.k8s.io/pause:3.10"):
+def privileged_pod(name, namespace, image=PROBE_IMAGE):
     """A Pod with no GPU and a privileged container (for Pod Security's own refusal)."""
-    pod = bare_pod(name, namespace, "nvidia.com/gpu", per_container=0, image=image)
+    pod = bare_pod(name, namespace, GPU_RESOURCE, per_container=0, image=image)
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     return pod
 

@@ -13,20 +13,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
 
-JOB_PREFIX = "fairgpu-val-"
 # Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
 PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
 
 
-def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, start=0, backlog=False):
+def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX, gpus=1, start=0, backlog=False):
     """``count`` load Job descriptions for ``tenant`` (a normalised tenant), for the ``load-jobs`` template:
     ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus, backlog}``. Names are
     ``fairgpu-val-<scenario>-<tenant>-<index>``; ``gpus`` per Job (devices), ``seconds`` of run time;
     ``backlog``: labelled ``fairgpu.io/backlog`` (queued to load Kueue, deleted after the measurement)."""
     return [
         {
-            "name": "%s%s-%s-%d" % (JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
+            "name": "%s%s-%s-%d" % (LOAD_JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
             "namespace": tenant["namespaces"][0],
             "queue": tenant["name"] + queue_suffix,
             "tenant": tenant["name"],
@@ -45,7 +45,7 @@ def _check(check, expected, observed, passed):
 
 
 def _scenario_workloads(info, scenario):
-    prefix = JOB_PREFIX + scenario.replace("_", "-") + "-"
+    prefix = LOAD_JOB_PREFIX + scenario.replace("_", "-") + "-"
     return [w for w in info["workloads"] if (w.get("job") or "").startswith(prefix)]
 
 
@@ -211,7 +211,7 @@ def _device_requests(pod, resource):
     (``kueue_status.pod_requests``)."""
     spec = pod.get("spec") or {}
     return (pod_requests(spec, resource),
-            pod_requests(spec, "nvidia.com/gpu") if resource != "nvidia.com/gpu" else 0)
+            pod_requests(spec, GPU_RESOURCE) if resource != GPU_RESOURCE else 0)
 
 
 def mig_result(tenants, guaranteed, extra, admitted, held, finished, pods, smi=None):
