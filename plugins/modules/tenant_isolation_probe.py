@@ -136,6 +136,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import An
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import report
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
@@ -274,7 +275,7 @@ class Probe(object):
                                                            condition.get("message"), len(pods))
         passed = condition["status"] == "False" and not pods and (want_reason is None or
                                                                  condition.get("reason") == want_reason)
-        return isolation.check(attempt, expected, observed, passed)
+        return report.check(attempt, expected, observed, passed)
 
     # -- the attempts ----------------------------------------------------------------------------------------
     def bare_pods(self):
@@ -448,7 +449,7 @@ class Probe(object):
         observed = ("%s: QuotaReserved=%s (%s); %s kept %d of %d guaranteed Jobs admitted, evicted: %s"
                     % (job["metadata"]["name"], condition["status"], condition.get("reason"), other["name"], len(kept),
                        len(held), ", ".join(evicted) or "none"))
-        return isolation.check(
+        return report.check(
             "7. priority %s for %d %s while %s holds its guarantee of %d" % (priority_class or "(none)", ask,
                                                                            self.resource, other["name"], other["gpus"]),
             "the tenant waits; %s keeps its guarantee, nothing evicted" % other["name"], observed,
@@ -511,7 +512,7 @@ class Probe(object):
         took = round(time.monotonic() - submitted, 1)
         self.metrics["pod_slots_time_to_running_seconds"] = took
         evicted = [w["metadata"]["name"] for w in self._workloads(self.ns) if isolation.was_evicted(w)]
-        checks.append(isolation.check(
+        checks.append(report.check(
             "9. %s holds %d pod slots (%d borrowed); %s submits its guarantee of %d" % (
                 self.tenant["name"], most, most - own, other["name"], other["gpus"]),
             "Kueue reclaims the borrowed slots; %s's pods Running within %s s" % (other["name"], bound),

@@ -5,8 +5,7 @@
 
 Pure logic, no cluster access; the ``tenant_isolation_probe`` module sends the objects as the tenant
 (impersonation) and passes the API server's answers here. A check is the report's
-``{"check", "expected", "observed", "passed"}`` (``validation.py``), so the attempts become one more scenario of
-the validation report.
+row (``report.check``), so the attempts become one more scenario of the validation report.
 
 Who refuses what, as the embedded cluster shows (and the integration tests assert):
 
@@ -34,6 +33,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     PROBE_PREFIX,
     QUEUE_LABEL,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import report
 
 _POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
 _QUOTA = re.compile(r"exceeded quota: ([^,]+)")
@@ -62,11 +62,6 @@ def refusal(status, message):
     return {"status": status, "by": by, "message": message}
 
 
-def check(attempt, expected, observed, passed):
-    """One row of the report."""
-    return {"check": attempt, "expected": expected, "observed": observed, "passed": bool(passed)}
-
-
 def refused_check(attempt, outcomes, by):
     """Judge requests that must all be refused by ``by`` (``RBAC`` or a policy name prefix).
 
@@ -82,7 +77,7 @@ def refused_check(attempt, outcomes, by):
     else:
         first = next(iter(sorted(outcomes.items())))[1]
         observed = "%d of %d refused by %s, e.g. %s" % (len(outcomes), len(outcomes), by, first["message"])
-    return check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
+    return report.check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
 
 
 def quota_reserved(workload):

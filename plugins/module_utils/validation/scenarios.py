@@ -4,8 +4,8 @@
 """The validation scenarios' bookkeeping: which load Jobs to submit and which checks pass, judged only from
 what Kueue and Kubernetes decided (``kueue_admission_info`` results, Job, Pod and Event objects).
 
-Pure logic, no cluster access. A scenario result is a dict ``{"name", "title", "checks": [{"check",
-"expected", "observed", "passed"}], "metrics": {...}, "timeline": [...]}`` that ``report.py`` renders.
+Pure logic, no cluster access. A scenario result is a dict ``{"name", "title", "checks": [report.check rows],
+"metrics": {...}, "timeline": [...]}`` that ``report.py`` renders.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check as _check
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
 
 # Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
@@ -38,10 +39,6 @@ def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX,
         }
         for index in range(int(start), int(start) + int(count))
     ]
-
-
-def _check(check, expected, observed, passed):
-    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
 def _scenario_workloads(info, scenario):
