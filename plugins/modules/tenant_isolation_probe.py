@@ -445,7 +445,7 @@ class Probe(object):
         time.sleep(params["hold_seconds"])
         condition = isolation.quota_reserved(self.workload_of(self.ns, job["metadata"]["name"])) or condition
         kept = [name for name in held if self._admitted(self.other_ns, name)]
-        evicted = [w["metadata"]["name"] for w in self._workloads(self.other_ns) if isolation.was_evicted(w)]
+        evicted = [w["metadata"]["name"] for w in self._workloads(self.other_ns) if kueue_status.evicted(kueue_status.conditions(w))]
         observed = ("%s: QuotaReserved=%s (%s); %s kept %d of %d guaranteed Jobs admitted, evicted: %s"
                     % (job["metadata"]["name"], condition["status"], condition.get("reason"), other["name"], len(kept),
                        len(held), ", ".join(evicted) or "none"))
@@ -511,7 +511,7 @@ class Probe(object):
                         % (other["name"], other["gpus"], self.tenant["name"], most), timeout=3 * bound)
         took = round(time.monotonic() - submitted, 1)
         self.metrics["pod_slots_time_to_running_seconds"] = took
-        evicted = [w["metadata"]["name"] for w in self._workloads(self.ns) if isolation.was_evicted(w)]
+        evicted = [w["metadata"]["name"] for w in self._workloads(self.ns) if kueue_status.evicted(kueue_status.conditions(w))]
         checks.append(report.check(
             "9. %s holds %d pod slots (%d borrowed); %s submits its guarantee of %d" % (
                 self.tenant["name"], most, most - own, other["name"], other["gpus"]),

@@ -88,12 +88,6 @@ def quota_reserved(workload):
     return None
 
 
-def was_evicted(workload):
-    """True when Kueue evicted or preempted the Workload at least once."""
-    conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True" for c in conditions)
-
-
 def highest_class(allowed, platform_classes):
     """The allowed WorkloadPriorityClass of highest value (None when the tenant may use none)."""
     values = {c["name"]: c["value"] for c in platform_classes}

@@ -12,12 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests, preempted as _was_preempted
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check as _check
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
 
-# Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
-PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
 
 
 def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX, gpus=1, start=0, backlog=False):
@@ -51,15 +49,8 @@ def _succeeded(jobs):
 
 
 def _preempted(workloads):
-    """Workloads Kueue preempted at least once: a Preempted condition that is True or whose reason is a
-    preemption reason (it turns False once the workload is admitted again, keeping the reason)."""
-    result = []
-    for w in workloads:
-        preempted = w["conditions"].get("Preempted") or {}
-        evicted = w["conditions"].get("Evicted") or {}
-        if preempted.get("reason") in PREEMPTION_REASONS or evicted.get("reason") == "Preempted":
-            result.append(w)
-    return result
+    """The workload summaries Kueue has preempted (``kueue_status.preempted``)."""
+    return [w for w in workloads if _was_preempted(w["conditions"])]
 
 
 def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
