@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
-"""A tenant that tries to cheat: the objects its attempts send, and how a refusal is read and judged.
+"""A tenant that tries to cheat: the objects its attempts send, and how a refusal or Kueue's decision is read and
+judged.
 
-Pure logic, no cluster access; the ``tenant_isolation_probe`` module sends the objects as the tenant
-(impersonation) and passes the API server's answers here. A check is the report's
-row (``report.check``), so the attempts become one more scenario of the validation report.
+Pure logic, no cluster access; the attempts themselves are listed in ``attempts.py``, and the
+``tenant_isolation_probe`` module sends them as the tenant (impersonation) and passes the API server's answers and
+what it read here. A check is the report's row (``report.check``), so the attempts become one more scenario of the
+validation report.
 
 Who refuses what, as the embedded cluster shows (and the integration tests assert):
 
@@ -78,6 +80,56 @@ def refused_check(attempt, outcomes, by):
         first = next(iter(sorted(outcomes.items())))[1]
         observed = "%d of %d refused by %s, e.g. %s" % (len(outcomes), len(outcomes), by, first["message"])
     return report.check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
+
+
+def pending_check(attempt, expected, condition, pods, reason=None):
+    """Judge a Job Kueue must never admit, from its Workload's ``QuotaReserved`` condition (``quota_reserved``) and
+    the names of its ``pods``: held when the condition is False (with ``reason``, if given) and there are no pods."""
+    observed = "QuotaReserved=%s (%s): %s; pods: %s" % (
+        condition["status"], condition.get("reason"), condition.get("message"), len(pods))
+    passed = condition["status"] == "False" and not pods and (reason is None or condition.get("reason") == reason)
+    return report.check(attempt, expected, observed, passed)
+
+
+def still_suspended(row, suspended, pods):
+    """Add to a ``refused_check`` row that the Job the refused requests went after is still suspended
+    (``suspended``: its ``spec.suspend``) and has no ``pods``."""
+    row = dict(row)
+    row["observed"] += "; afterwards Job suspended=%s, pods: %d" % (suspended, len(pods))
+    row["passed"] = row["passed"] and suspended is True and not pods
+    return row
+
+
+def guarantee_kept_check(attempt, expected, job, condition, other, kept, guarantee, evicted):
+    """Judge a Job that must wait while ``other`` (a tenant name) holds its guarantee: held when ``job``'s
+    ``condition`` (QuotaReserved) is False, every Job of ``guarantee`` is in ``kept`` (still admitted) and no
+    Workload of the other tenant is in ``evicted``."""
+    observed = "%s: QuotaReserved=%s (%s); %s kept %d of %d guaranteed Jobs admitted, evicted: %s" % (
+        job, condition["status"], condition.get("reason"), other, len(kept), len(guarantee), ", ".join(evicted) or "none")
+    return report.check(attempt, expected, observed,
+                        condition["status"] == "False" and len(kept) == len(guarantee) and not evicted)
+
+
+def reclaimed_check(attempt, expected, other, took, tenant, evicted, bound):
+    """Judge a reclamation: ``other``'s pods Running on its guarantee ``took`` seconds after it asked, within
+    ``bound``; ``evicted``: the Workloads of ``tenant`` Kueue evicted for it."""
+    observed = "%s's pods Running after %.1f s; %s's workloads evicted: %s" % (
+        other, took, tenant, ", ".join(evicted) or "none")
+    return report.check(attempt, expected, observed, took <= bound)
+
+
+def burst_check(attempt, hard, used, created, refused, quota, overshoot):
+    """Judge a burst of Jobs against a ResourceQuota ``quota`` of ``hard`` count/jobs.batch with ``used`` in use:
+    ``created`` Jobs got through, then ``refused`` (a ``refusal``, or None when the burst ended unrefused). Held
+    when the quota refused it within ``overshoot`` Jobs past its limit. ``attempt`` may name ``%(hard)d`` and
+    ``%(used)d``."""
+    result = refused_check(attempt % {"hard": hard, "used": used}, {"create Job %d" % (created + 1): refused},
+                           "ResourceQuota " + quota)
+    over = created - (hard - used)
+    result["expected"] += " within %d Jobs past the quota" % overshoot
+    result["observed"] = "%d created (%d past the quota), then %s" % (created, max(0, over), result["observed"])
+    result["passed"] = result["passed"] and hard > 0 and 0 <= over <= overshoot
+    return result
 
 
 def quota_reserved(workload):

@@ -17,7 +17,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
 
 
-
 def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX, gpus=1, start=0, backlog=False):
     """``count`` load Job descriptions for ``tenant`` (a normalised tenant), for the ``load-jobs`` template:
     ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus, backlog}``. Names are
