@@ -170,7 +170,7 @@ class FakeCluster(object):
                                 "must belong to a Job, so that Kueue admits it against the tenant's ClusterQueue")
         return None
 
-    def _admit_job(self, body, namespace, user):
+    def _admit_job(self, body, namespace):
         template = body["spec"]["template"]
         spec, labels = template["spec"], body["metadata"].get("labels") or {}
         tenant = self.tenants[namespace]
@@ -209,8 +209,7 @@ class FakeCluster(object):
         used = len(self.items("Job", namespace))
         if used >= tenant["max_jobs"] + (6 if "job-quota" in self.leaks else 0):
             return ('jobs.batch "%s" is forbidden: exceeded quota: fairgpu-gpu-quota, requested: count/jobs.batch=1, '
-                    'used: count/jobs.batch=%d, limited: count/jobs.batch=%d' % (body["metadata"]["name"], used,
-                                                                                tenant["max_jobs"]))
+                    'used: count/jobs.batch=%d, limited: count/jobs.batch=%d' % (body["metadata"]["name"], used, tenant["max_jobs"]))
         return None
 
     def quota_status(self, namespace):
@@ -358,7 +357,7 @@ class FakeClient(object):
         if namespace in cluster.tenants and resource.kind == "Pod":
             refused = cluster._admit_pod(body, namespace)
         elif namespace in cluster.tenants and resource.kind == "Job":
-            refused = cluster._admit_job(body, namespace, self.user)
+            refused = cluster._admit_job(body, namespace)
         if refused:
             raise _error(403, refused)
         if (resource.kind, namespace, body["metadata"]["name"]) in cluster.objects:

@@ -225,18 +225,22 @@ def attempts(c):
     ask = c.capacity.get(other["gpu_resource"], 0) - other["gpus"] + 1
     devices, slots = c.capacity.get(resource, 0), c.capacity.get("pods", 0)
     own, reach = tenant["pods"], tenant["max_pods"]
-    guarantee = [job("guarantee-%d" % i, namespace=c.other_ns, resource=other["gpu_resource"], queue=c.other_queue,
-                     seconds=c.seconds) for i in range(other["gpus"])]
-    slots_guarantee = [job("slots-guarantee-%d" % i, namespace=c.other_ns, resource=other["gpu_resource"],
-                           queue=c.other_queue, seconds=c.seconds) for i in range(other["gpus"])]
+
+    def guarantee_of_other(prefix):
+        """The other tenant's guarantee, one Job of one device each."""
+        return [job("%s-%d" % (prefix, i), namespace=c.other_ns, resource=other["gpu_resource"], queue=c.other_queue,
+                    seconds=c.seconds) for i in range(other["gpus"])]
+
+    def child(live):
+        """A Job that names the parent Job (as the API returned it) as its controller."""
+        return isolation.child_job("child", ns, live("parent"), resource, devices)
+
+    guarantee, slots_guarantee = guarantee_of_other("guarantee"), guarantee_of_other("slots-guarantee")
     tiny = {"gpus": 0, "cpu": "10m", "memory": "16Mi"}
     jump = "priority %s for %d %s while %s holds its guarantee of %d" % (highest or "(none)", ask, resource, other["name"],
                                                                          other["gpus"])
     reclaim = "%s holds %d pod slots (%d borrowed); %s submits its guarantee of %d" % (
         tenant["name"], reach, reach - own, other["name"], other["gpus"])
-
-    def child(live):
-        return isolation.child_job("child", ns, live("parent"), resource, devices)
     bare = isolation.bare_pod("bare", ns, resource, image=c.image)
     cluster_scoped = [(KUEUE_API, "ClusterQueue", tenant["name"]), (KUEUE_API, "Cohort", FirstOf()),
                       (KUEUE_API, "ResourceFlavor", FirstOf()), (KUEUE_API, "WorkloadPriorityClass", FirstOf()),
