@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain run site validate teardown test unit lint rules integration molecule bench clean
+.PHONY: help setup toolchain run site validate teardown test unit lint sanity rules integration molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -40,8 +40,9 @@ run: setup toolchain site validate
 site: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml -e path=$(FAIRGPU_PATH)
 
+# validate.yml follows the path the last site.yml recorded on the cluster.
 validate: setup
-	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml -e path=$(FAIRGPU_PATH)
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml
 
 teardown: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml
@@ -54,6 +55,11 @@ unit: setup
 lint: setup
 	$(BIN)/ansible-lint --offline
 	$(BIN)/antsibull-changelog lint
+	VENV=$(VENV) bash tests/sanity/run.sh
+
+# ansible-test sanity, offline, on a copy of the collection (tests/sanity/run.sh says how; README: Tests and lint).
+sanity: setup
+	VENV=$(VENV) bash tests/sanity/run.sh
 
 # The alert rules: promtool (built by the toolchain) checks the rule file and runs its tests.
 rules: setup

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
 """fairgpu's load generator: hold a share of accelerator memory and keep the device busy with matrix
@@ -24,7 +23,7 @@ MIB = 1024 * 1024
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to run (seconds, default 60)")
     parser.add_argument("--memory-fraction", type=float, default=0.8,
                         help="fraction of the GPU's free memory to hold (0 < f <= 0.95, default 0.8)")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
@@ -68,7 +67,7 @@ class SimulatedDcgmCollector(object):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9400)

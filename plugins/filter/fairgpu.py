@@ -9,9 +9,11 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
@@ -21,9 +23,17 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spe
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 
 
+def run_record(settings):
+    """The ConfigMap that records the run's path on the cluster, labelled as fairgpu's."""
+    return resolve.run_record(settings, kueue_objects.MANAGED_BY)
+
+
 class FilterModule(object):
     def filters(self):
         return {
+            "run_settings": resolve.run_settings,
+            "run_recorded_path": resolve.recorded_path,
+            "run_record": run_record,
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_gpus": cluster_spec.total_gpus,
@@ -49,4 +59,5 @@ class FilterModule(object):
             "mig_result": validation.mig_result,
             "nvidia_smi_list": nvidia_smi.parse_list,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
+            "versions_env": versions.versions_env,
         }

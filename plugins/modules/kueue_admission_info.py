@@ -19,7 +19,7 @@ description:
   - Read-only; never changes the cluster, so it runs in check mode as well.
   - Counts are whole devices of O(resource) (GPUs, or MIG devices for a C(nvidia.com/mig-<profile>) resource).
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
@@ -93,20 +93,62 @@ queues:
   returned: always
   type: dict
   contains:
-    name: {description: ClusterQueue name., type: str, returned: always}
-    cohort: {description: spec.cohortName, or null., type: str, returned: always}
-    weight: {description: Fair-sharing weight (spec.fairSharing.weight; 1 when unset)., type: float, returned: always}
-    nominal: {description: Guaranteed devices (nominalQuota summed over flavors)., type: int, returned: always}
-    borrowing_limit: {description: Devices it may borrow, or null for no limit., type: int, returned: always}
-    lending_limit: {description: Devices it may lend, or null for all., type: int, returned: always}
-    reserved: {description: Devices reserved by its workloads (status.flavorsReservation)., type: int, returned: always}
-    in_use: {description: Devices used by its admitted workloads (status.flavorsUsage)., type: int, returned: always}
-    borrowed: {description: Reserved devices above its nominal quota, borrowed from the cohort., type: int, returned: always}
-    weighted_share: {description: Kueue's status.fairSharing.weightedShare (share x 1000 / weight), or null., type: int, returned: always}
-    pending_workloads: {description: Workloads waiting for quota., type: int, returned: always}
-    reserving_workloads: {description: Workloads holding a quota reservation., type: int, returned: always}
-    admitted_workloads: {description: Workloads admitted., type: int, returned: always}
-    active: {description: Whether the ClusterQueue's Active condition is True., type: bool, returned: always}
+    name:
+      description: ClusterQueue name.
+      type: str
+      returned: always
+    cohort:
+      description: Its C(spec.cohortName), or null without a cohort.
+      type: str
+      returned: always
+    weight:
+      description: Fair-sharing weight (C(spec.fairSharing.weight); 1 when unset).
+      type: float
+      returned: always
+    nominal:
+      description: Guaranteed devices (C(nominalQuota) summed over flavors).
+      type: int
+      returned: always
+    borrowing_limit:
+      description: Devices it may borrow, or null for no limit.
+      type: int
+      returned: always
+    lending_limit:
+      description: Devices it may lend, or null for all of them.
+      type: int
+      returned: always
+    reserved:
+      description: Devices reserved by its workloads (C(status.flavorsReservation)).
+      type: int
+      returned: always
+    in_use:
+      description: Devices used by its admitted workloads (C(status.flavorsUsage)).
+      type: int
+      returned: always
+    borrowed:
+      description: Reserved devices above its nominal quota, borrowed from the cohort.
+      type: int
+      returned: always
+    weighted_share:
+      description: Kueue's C(status.fairSharing.weightedShare) (share x 1000 / weight), or null when Kueue reports none.
+      type: int
+      returned: always
+    pending_workloads:
+      description: Workloads waiting for quota.
+      type: int
+      returned: always
+    reserving_workloads:
+      description: Workloads holding a quota reservation.
+      type: int
+      returned: always
+    admitted_workloads:
+      description: Workloads admitted.
+      type: int
+      returned: always
+    active:
+      description: Whether the ClusterQueue's Active condition is True.
+      type: bool
+      returned: always
     pods_running:
       description: Devices held by Running pods of the tenant's namespaces that are not being deleted (0 without O(pods)).
       type: int
@@ -116,42 +158,114 @@ queues:
       type: int
       returned: always
   sample:
-    team-a: {name: team-a, cohort: fairgpu, weight: 1.0, nominal: 8, borrowing_limit: 8, lending_limit: 8,
-             reserved: 16, in_use: 16, borrowed: 8, weighted_share: 500, pending_workloads: 4,
-             reserving_workloads: 16, admitted_workloads: 16, active: true, pods_running: 16, pods_terminating: 0}
+    team-a:
+      name: team-a
+      cohort: fairgpu
+      weight: 1.0
+      nominal: 8
+      borrowing_limit: 8
+      lending_limit: 8
+      reserved: 16
+      in_use: 16
+      borrowed: 8
+      weighted_share: 500
+      pending_workloads: 4
+      reserving_workloads: 16
+      admitted_workloads: 16
+      active: true
+      pods_running: 16
+      pods_terminating: 0
 workloads:
   description: The Workloads, sorted by namespace, creation time and name (empty when O(workloads=false)).
   returned: always
   type: list
   elements: dict
   contains:
-    name: {description: Workload name., type: str, returned: always}
-    namespace: {description: Its namespace., type: str, returned: always}
-    job: {description: Name of the Job that owns it, or null., type: str, returned: always}
-    local_queue: {description: spec.queueName., type: str, returned: always}
-    cluster_queue: {description: ClusterQueue of its admission, else of its LocalQueue., type: str, returned: always}
-    gpus: {description: Devices of O(resource) it requests (all pods)., type: int, returned: always}
-    priority: {description: spec.priority, or null., type: int, returned: always}
-    state: {description: "One of finished, admitted, reserved, evicted, pending.", type: str, returned: always}
+    name:
+      description: Workload name.
+      type: str
+      returned: always
+    namespace:
+      description: Its namespace.
+      type: str
+      returned: always
+    job:
+      description: Name of the Job that owns it, or null.
+      type: str
+      returned: always
+    local_queue:
+      description: Its LocalQueue (C(spec.queueName)).
+      type: str
+      returned: always
+    cluster_queue:
+      description: The ClusterQueue of its admission, else the one its LocalQueue points at.
+      type: str
+      returned: always
+    gpus:
+      description: Devices of O(resource) it requests (all pods).
+      type: int
+      returned: always
+    priority:
+      description: Its C(spec.priority), or null.
+      type: int
+      returned: always
+    state:
+      description: Where it stands.
+      type: str
+      returned: always
+      choices: [finished, admitted, reserved, evicted, pending]
     conditions:
-      description: >-
-        Kueue conditions by type (QuotaReserved, Admitted, PodsReady, Evicted, Preempted, Requeued, Finished),
-        each with status, reason, message and last_transition_time.
+      description:
+        - Kueue conditions by type (QuotaReserved, Admitted, PodsReady, Evicted, Preempted, Requeued, Finished).
+        - Each with C(status), C(reason), C(message) and C(last_transition_time).
       type: dict
       returned: always
-    created: {description: metadata.creationTimestamp., type: str, returned: always}
+    created:
+      description: Its C(metadata.creationTimestamp).
+      type: str
+      returned: always
+  sample:
+    - name: job-team-a-load-0-3f2a1
+      namespace: team-a
+      job: team-a-load-0
+      local_queue: team-a-queue
+      cluster_queue: team-a
+      gpus: 2
+      priority: 100
+      state: admitted
+      conditions:
+        Admitted:
+          status: "True"
+          reason: Admitted
+          message: The workload is admitted
+          last_transition_time: "2026-11-30T10:00:05Z"
+      created: "2026-11-30T10:00:04Z"
 elapsed:
   description: Seconds spent until O(wait_for) held (0 without O(wait_for)).
   returned: always
   type: float
 timeline:
-  description: >-
-    With O(wait_for), one sample per poll, C({t: seconds since the start, ts: Unix time, queues: {NAME: {reserved, borrowed,
-    pending, admitted, running, terminating}}}); devices for reserved, borrowed, running and terminating (held by pods),
-    workloads for pending and admitted.
+  description: With O(wait_for), one sample per poll; empty without it.
   returned: always
   type: list
   elements: dict
+  contains:
+    t:
+      description: Seconds since the wait began.
+      type: float
+    ts:
+      description: Unix time of the sample.
+      type: float
+    queues:
+      description:
+        - Per ClusterQueue name, C(reserved), C(borrowed), C(running) and C(terminating) in devices (running and
+          terminating are held by pods, with O(pods)), C(pending) and C(admitted) in workloads.
+      type: dict
+  sample:
+    - t: 1.002
+      ts: 1796032682.5
+      queues:
+        team-a: {reserved: 16, borrowed: 8, pending: 4, admitted: 16, running: 16, terminating: 0}
 """
 
 import copy

@@ -24,7 +24,7 @@ description:
   - With O(expected_config) and O(expected_name) it reports whether the node carries that layout.
   - Read-only; check mode runs it in full.
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
@@ -68,21 +68,51 @@ product:
   returned: always
   type: str
 gpus:
-  description:
-    - "The tree: one item per GPU C({index, name, uuid, gpu_instances: [{id, profile, profile_id, placement:
-      {start, size}, compute_instances: [{id, profile, profile_id, uuid}]}]})."
+  description: The tree of GPUs, their GPU instances and those instances' compute instances (MIG devices).
   returned: always
   type: list
   elements: dict
+  contains:
+    index:
+      description: The GPU's index.
+      type: int
+    name:
+      description: The GPU's name as nvidia-smi prints it.
+      type: str
+    uuid:
+      description: The GPU's UUID.
+      type: str
+    gpu_instances:
+      description:
+        - Its GPU instances sorted by ID, each C(id), C(profile), C(profile_id), C(placement) (C(start) and C(size)
+          in memory slices, or null without C(mig -lgi)) and C(compute_instances).
+        - Each compute instance has C(id), C(profile), C(profile_id) and the C(uuid) of its MIG device.
+      type: list
+      elements: dict
+  sample:
+    - index: 0
+      name: NVIDIA H100 80GB HBM3
+      uuid: GPU-5a7d2c3e-0f1b-4c8a-9e6d-2b3c4d5e6f70
+      gpu_instances:
+        - id: 3
+          profile: 2g.20gb
+          profile_id: 14
+          placement: {start: 0, size: 2}
+          compute_instances:
+            - {id: 0, profile: 2g.20gb, profile_id: 1, uuid: MIG-0c1d2e3f-4a5b-5c6d-8e7f-9a0b1c2d3e4f}
 mig_enabled:
   description: Per GPU index, whether MIG is enabled.
   returned: always
   type: list
   elements: bool
 layout:
-  description: "Per GPU index, C({profile: MIG devices}), C({}) for MIG enabled without devices, null for MIG disabled."
+  description:
+    - Per GPU index, its MIG devices per profile; an empty mapping for MIG enabled without devices, null for MIG
+      disabled.
   returned: always
   type: list
+  elements: dict
+  sample: [{"2g.20gb": 2, "3g.40gb": 1}, {}, null]
 profile_counts:
   description: MIG devices on the node per profile.
   returned: always

@@ -17,7 +17,7 @@ description:
     only draws them. It does not talk to Prometheus or a cluster.
   - Needs matplotlib on the host that runs the module; without it nothing is written and RV(written) is false.
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 options:
   path:
     description: The PNG file to write (its directory is created when missing).

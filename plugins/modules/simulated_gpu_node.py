@@ -34,7 +34,7 @@ description:
     change.
   - Never use it on a real cluster, where the GPU Operator owns these fields (role C(gpu_operator), mode C(helm)).
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:

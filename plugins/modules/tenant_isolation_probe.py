@@ -36,12 +36,12 @@ description:
     stands for "a user allowed to create pods".
   - Does not run in check mode (it creates and deletes Jobs).
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
   tenant:
-    description: The cheating tenant, normalised as the tenants role plans it (C(tenants_plan.tenants[]).
+    description: The cheating tenant, normalised as the tenants role plans it (C(tenants_plan.tenants[])).
     type: dict
     required: true
   other:
@@ -118,6 +118,7 @@ scenario:
     timeline:
       description: The samples of Kueue's reservations and the pods' devices taken after each attempt.
       type: list
+      elements: dict
 passed:
   description: Whether every attempt was refused as expected.
   returned: always

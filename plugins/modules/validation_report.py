@@ -19,7 +19,7 @@ description:
   - The PNG plots need matplotlib on the host that runs the module; without it the report says so and has no
     pictures.
 author:
-  - fairgpu maintainers
+  - fairgpu maintainers (!UNKNOWN)
 options:
   path:
     description: Directory to write into (created when missing).

@@ -1,6 +1,7 @@
-#!/usr/bin/env python3
 """fairgpu's benchmark (not a test): how long the playbooks take on the embedded cluster, against
-`kubectl apply --server-side` of the same objects in the same run, and the time-to-guarantee of the flood test.
+`kubectl apply --server-side` of the same objects in the same run and against Ansible's own floor (a one-task
+playbook), and the time-to-guarantee of the flood test. The objects come from render.yml, the same resolver and
+builders the roles use, never from reading inventory files.
 
 Runs on a cluster of its own (fairgpu-bench, its own Kueue ports), which it creates and removes. Prints a
 Markdown table (median, min and max of several runs) for the README. Usage: make bench [BENCH_RUNS=5]
@@ -16,11 +17,13 @@ import time
 
 import yaml
 
+# Targets of issue 12, reported here and not asserted by a test: a no-change re-run of site.yml and tenants.yml.
+TARGET_SITE_SECONDS = 6.0
+TARGET_TENANTS_SECONDS = 2.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.webhooks import local_webhook_configurations  # noqa: E402
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
@@ -32,7 +35,7 @@ ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
 
 def run(cmd, check=True):
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, check=False, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if check and proc.returncode != 0:
         sys.exit("failed: %s\n%s\n%s" % (" ".join(cmd), proc.stdout[-3000:], proc.stderr[-3000:]))
@@ -44,7 +47,7 @@ def playbook(name, *extra):
 
 
 def timed(cmd, runs=RUNS):
-    return [run(cmd)[0] for _ in range(runs)]
+    return [run(cmd)[0] for _run in range(runs)]
 
 
 def toolchain():
@@ -54,27 +57,33 @@ def toolchain():
 
 
 def same_objects(tc, directory):
-    """Write what site.yml applies with server-side apply (Kueue CRDs and webhooks, tenants) as plain files."""
+    """What site.yml applies with server-side apply, as files for kubectl: Kueue's CRDs (its release manifests),
+    its webhooks as the kueue role points them at the local process, and render.yml's tree (the tenants and the
+    cluster-wide objects, from the same resolver and builders the roles use). Returns (site files, tenant tree)."""
     kubectl = tc["binaries"]["kubectl"]
-    nodes = json.loads(subprocess.run([kubectl, "--kubeconfig", KUBECONFIG, "get", "nodes", "-o", "json"],
-                                      capture_output=True, text=True, check=True).stdout)["items"]
-    with open(os.path.join(ROOT, "inventories/local/group_vars/gpu_clusters.yml")) as handle:
-        tenants = yaml.safe_load(handle)["tenants_list"]
+    tree = os.path.join(directory, "rendered")
+    run(playbook("render.yml", "-e", "render_output_dir=" + tree))
     with open(os.path.join(tc["kueue_manifests"], "webhook.yaml")) as handle:
         upstream = list(yaml.safe_load_all(handle))
     live = json.loads(subprocess.run(
         [kubectl, "--kubeconfig", KUBECONFIG, "get", "mutatingwebhookconfiguration",
          "kueue-mutating-webhook-configuration", "-o", "json"], capture_output=True, text=True, check=True).stdout)
     ca = live["webhooks"][0]["clientConfig"]["caBundle"]
-    objects = local_webhook_configurations(upstream, "127.0.0.1", VARS["kueue_local_webhook_port"], ca)
-    objects += tenant_plan(tenants, nodes)["objects"]
-    with open(os.path.join(directory, "objects.yaml"), "w") as handle:
-        yaml.safe_dump_all(objects, handle)
-    tenant_file = os.path.join(directory, "tenants.yaml")
-    with open(tenant_file, "w") as handle:
-        yaml.safe_dump_all(tenant_plan(tenants, nodes)["objects"], handle)
-    crds = os.path.join(tc["kueue_manifests"], "crd")
-    return [crds, os.path.join(directory, "objects.yaml")], tenant_file
+    webhooks = os.path.join(directory, "webhooks.yaml")
+    with open(webhooks, "w") as handle:
+        yaml.safe_dump_all(local_webhook_configurations(upstream, "127.0.0.1", VARS["kueue_local_webhook_port"], ca), handle)
+    tenant_tree = os.path.join(tree, "embedded")
+    # kubectl takes -f or -k, not both: the site baseline is two invocations, timed together.
+    return ["-f", os.path.join(tc["kueue_manifests"], "crd"), "-f", webhooks], ["-k", tenant_tree]
+
+
+def floor_playbook(directory):
+    """Ansible's floor here: a playbook of one task that does nothing, on the same inventory."""
+    path = os.path.join(directory, "floor.yml")
+    with open(path, "w") as handle:
+        yaml.safe_dump([{"name": "Floor", "hosts": "gpu_clusters", "gather_facts": False,
+                         "tasks": [{"name": "Nothing", "ansible.builtin.meta": "noop"}]}], handle)
+    return [os.path.join(BIN, "ansible-playbook"), path]
 
 
 def row(name, samples, baseline=None):
@@ -91,15 +100,16 @@ def main():
     tc = toolchain()
     kubectl = tc["binaries"]["kubectl"]
     run(playbook("teardown.yml"))
-    fresh, _ = run(playbook("site.yml"))
+    fresh, _proc = run(playbook("site.yml"))
     rerun = timed(playbook("site.yml"))
     tenants_rerun = timed(playbook("tenants.yml"))
     with tempfile.TemporaryDirectory() as directory:
-        files, tenant_file = same_objects(tc, directory)
+        site_files, tenant_files = same_objects(tc, directory)
         apply = [kubectl, "--kubeconfig", KUBECONFIG, "apply", "--server-side", "--force-conflicts",
                  "--field-manager=fairgpu"]
-        all_objects = timed(apply + sum((["-f", f] for f in files), []))
-        tenant_objects = timed(apply + ["-f", tenant_file])
+        tenant_objects = timed(apply + tenant_files)
+        all_objects = [kueue + tenants for kueue, tenants in zip(timed(apply + site_files), tenant_objects)]
+        floor = timed(floor_playbook(directory))
     validate, proc = run(playbook("validate.yml", "-e", '{"validate_scenarios": ["flood", "flood_reverse"]}'))
     with open(os.path.join(VARS["validate_results_dir"], "report.json")) as handle:
         report = json.load(handle)
@@ -110,12 +120,18 @@ def main():
     print("| what | median | min | max | vs baseline |")
     print("|---|---|---|---|---|")
     print("| site.yml on a fresh embedded cluster (cluster, GPUs, Kueue, tenants; binaries cached) | %.2f | | | |" % fresh)
-    print(row("site.yml re-run, nothing to change", rerun, all_objects))
+    print(row("floor: ansible-playbook of one task that does nothing", floor))
+    print(row("site.yml re-run, nothing to change (target %.0f s)" % TARGET_SITE_SECONDS, rerun, all_objects))
     print(row("baseline: kubectl apply --server-side of the same objects (Kueue CRDs, webhooks, tenants)", all_objects))
-    print(row("tenants.yml re-run, nothing to change", tenants_rerun, tenant_objects))
+    print(row("tenants.yml re-run, nothing to change (target %.0f s)" % TARGET_TENANTS_SECONDS, tenants_rerun, tenant_objects))
     print(row("baseline: kubectl apply --server-side of the tenants' objects", tenant_objects))
     print("| time-to-guarantee in the flood test (flood, flood_reverse) | %s | | | |" % ", ".join("%.1f" % t for t in ttg))
     print("| validate.yml, both flood scenarios | %.1f | | | |" % validate)
+    site_med, tenants_med = statistics.median(rerun), statistics.median(tenants_rerun)
+    print("\nsite.yml re-run %.2f s: target %.0f s %s; tenants.yml re-run %.2f s: target %.0f s %s; floor %.2f s"
+          % (site_med, TARGET_SITE_SECONDS, "met" if site_med <= TARGET_SITE_SECONDS else "NOT met",
+             tenants_med, TARGET_TENANTS_SECONDS, "met" if tenants_med <= TARGET_TENANTS_SECONDS else "NOT met",
+             statistics.median(floor)))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def playbook(name, *args, check=False, timeout=900):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), os.path.join(ROOT, "playbooks", name), "-e", "@" + VARS] + list(args)
     if check:
         cmd.append("--check")
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=timeout)
     return PlaybookRun(proc)
 
 

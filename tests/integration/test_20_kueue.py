@@ -23,8 +23,13 @@ def test_job_is_suspended_then_admitted_through_the_tenants_queue(batch, kueue, 
     # Kueue's mutating webhook suspends it on creation (or its LocalQueue "default" when unlabelled).
     assert created.spec.suspend is True
     assert created.metadata.labels["kueue.x-k8s.io/queue-name"] == (queue or "default")
-    wl = wait_until(lambda: (lambda w: w if w and condition(w, "Admitted") and condition(w, "Admitted")["status"] == "True"
-                             else None)(job_workload(kueue, "team-a", name)), 30, what="admission")
+
+    def admitted():
+        workload = job_workload(kueue, "team-a", name)
+        admission = workload and condition(workload, "Admitted")
+        return workload if admission and admission["status"] == "True" else None
+
+    wl = wait_until(admitted, 30, what="admission")
     assert wl["status"]["admission"]["clusterQueue"] == "team-a"
     wait_until(lambda: (batch.read_namespaced_job(name, "team-a").status.succeeded or 0) == 1, 60, what="the Job to succeed")
     batch.delete_namespaced_job(name, "team-a", propagation_policy="Background")

@@ -15,7 +15,7 @@ def module(**args):
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-m", "fairgpu.tenancy.kueue_admission_info",
          "-a", json.dumps(dict(kubeconfig=KUBECONFIG, **args))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=300)
     out = json.loads(proc.stdout)
     return next(iter(out["plays"][0]["tasks"][0]["hosts"].values()))
 

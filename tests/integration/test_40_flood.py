@@ -17,8 +17,11 @@ def test_flood_then_guarantee(core, batch, kueue):
                                                        seconds=SECONDS, labels=label))
     try:
         # team-a borrows every idle GPU: its 8 plus team-b's 8 (borrowingLimit 8); 4 Jobs wait.
-        cq = wait_until(lambda: (lambda c: c if reserved_gpus(c) == 16 and c["status"].get("pendingWorkloads") == 4
-                                 else None)(cluster_queue(kueue, "team-a")), 60, what="team-a to hold 16 GPUs")
+        def borrowing():
+            queue = cluster_queue(kueue, "team-a")
+            return queue if reserved_gpus(queue) == 16 and queue["status"].get("pendingWorkloads") == 4 else None
+
+        cq = wait_until(borrowing, 60, what="team-a to hold 16 GPUs")
         borrowed = sum(int(r.get("borrowed", 0)) for f in cq["status"]["flavorsReservation"] for r in f["resources"]
                        if r["name"] == "nvidia.com/gpu")
         assert borrowed == 8

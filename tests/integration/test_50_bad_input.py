@@ -65,7 +65,7 @@ def test_borrowing_limit_without_cohort(core, kueue):
     ({"cluster_kwok_node_pools": [{"name": "gpu", "count": 0, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
                                    "cpu": "8", "memory": "8Gi"}]},
      "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
-    ({"cluster_provider": "docker"}, "value of cluster_provider must be one of: kwok, kind, existing, got: docker"),
+    ({"cluster_provider": "docker"}, "cluster_provider: 'docker' is not a provider; use one of kwok, kind, existing"),
 ])
 def test_bad_cluster_input_starts_nothing(tmp_path, extra, message):
     extra = dict(extra, cluster_name="fairgpu-bad", cluster_kwok_workdir=str(tmp_path / "kwok"))
@@ -93,8 +93,6 @@ def test_kubeconfig_that_does_not_answer(tmp_path):
 def test_unknown_path(cluster):
     run = playbook("site.yml", "-e", "path=gpu")
     assert run.rc != 0 and "path: 'gpu' is not a fairgpu path; use -e path=kueue or -e path=mig" in run.messages()
-
-
 
 
 def test_api_server_port_in_use_is_reported_before_starting(tmp_path):

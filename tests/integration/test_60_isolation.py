@@ -122,8 +122,8 @@ def test_3_quota_limits_and_rbac_of_its_namespace_are_read_only(alice):
         core.delete_namespaced_resource_quota, "fairgpu-gpu-quota", "team-a", dry_run=DRY)
     assert RBAC % ("alice", "delete", "limitranges") in refused(
         core.delete_namespaced_limit_range, "fairgpu-defaults", "team-a", dry_run=DRY)
-    binding = {"metadata": {"name": "it-cheat"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                            "name": "admin"},
+    binding = {"metadata": {"name": "it-cheat"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}]}
     assert RBAC % ("alice", "create", "rolebindings") in refused(
         rbac.create_namespaced_role_binding, "team-a", binding, dry_run=DRY)

@@ -21,8 +21,8 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def kubectl(kubeconfig, *args):
-    return subprocess.run([KUBECTL, "--kubeconfig", kubeconfig] + list(args), capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([KUBECTL, "--kubeconfig", kubeconfig] + list(args), check=False, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -113,8 +113,8 @@ def test_gpus_outside_kueue_name_the_tenant_that_holds_them(cluster, core, batch
                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "it-owner",
                                              "uid": owner.metadata.uid, "controller": True}]},
            "spec": {"restartPolicy": "Never", "containers": [{
-               "name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "2"},
-                                                         "limits": {"nvidia.com/gpu": "2"}}}]}}
+               "name": "c", "image": "x",
+               "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}}
     try:
         wait_until(lambda: (condition(next((w for w in workloads(kueue, "team-a")
                                             if w["metadata"]["ownerReferences"][0]["name"] == "it-owner"), {}),

@@ -90,7 +90,7 @@ def test_mig_device_labels_match_the_real_scrape_in_names_and_order():
               "model_name": "NVIDIA A100-SXM4-40GB", "mig_profile": "1g.5gb", "gi_id": 9}
     labels = dcgm_sim.device_labels(device, driver_version="520.56.06")
     for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
-        assert [k for k, _ in labels] == order[name]
+        assert [k for k, _value in labels] == order[name]
     real = [s for s in fixture_families()["DCGM_FI_DEV_FB_USED"].samples if s.labels["GPU_I_ID"] == "9"][0]
     assert dict(labels) == real.labels
 
@@ -98,14 +98,14 @@ def test_mig_device_labels_match_the_real_scrape_in_names_and_order():
 def test_whole_gpu_has_the_labels_without_the_mig_pair():
     order = fixture_label_order()["DCGM_FI_DEV_FB_USED"]
     device = dcgm_sim.node_devices(node(count=1))[0]
-    names = [k for k, _ in dcgm_sim.device_labels(device)]
+    names = [k for k, _value in dcgm_sim.device_labels(device)]
     assert names == [n for n in order if n not in ("GPU_I_PROFILE", "GPU_I_ID")]
 
 
 def test_served_text_parses_like_the_real_scrape():
     devices = {"gpu-node-0": dcgm_sim.node_devices(node(count=2))}
     held = dcgm_sim.live_gpu_pods([pod("job-a-x1")], {"gpu-node-0"})
-    assignment, _ = dcgm_sim.assign({}, devices, held)
+    assignment, _unplaced = dcgm_sim.assign({}, devices, held)
     ours = {f.name: f for f in text_string_to_metric_families(render(dcgm_sim.samples(devices, assignment, held)))}
     real = fixture_families()
     for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
@@ -177,7 +177,7 @@ def test_pods_keep_their_gpus_and_new_pods_take_the_lowest_free_ones():
                           "uid-b": [("load", "gpu-node-0", 2)]} and unplaced == []
     # a finishes; c arrives and takes GPU 0; b keeps GPU 2; d wants 3 of the 2 left: not invented.
     second = dcgm_sim.live_gpu_pods([pod("b", start="t2"), pod("c", start="t3"), pod("d", gpus=3, start="t4")],
-                                       {"gpu-node-0"})
+                                    {"gpu-node-0"})
     assignment, unplaced = dcgm_sim.assign(assignment, devices, second)
     assert assignment == {"uid-b": [("load", "gpu-node-0", 2)], "uid-c": [("load", "gpu-node-0", 0)]}
     assert unplaced == ["team-a/d"]

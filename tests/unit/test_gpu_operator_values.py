@@ -21,6 +21,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values as gov
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "gpu_operator")
@@ -33,6 +34,8 @@ def helm_values(**inventory):
     play variables: above role defaults), then the role's vars (above both), as Ansible's precedence orders them."""
     loader = DataLoader()
     variables = dict(loader.load_from_file(os.path.join(ROLE, "defaults", "main.yml"), trusted_as_template=True))
+    # The run's settings (fairgpu.tenancy.run) of a cluster with the GPU Operator chart, path kueue.
+    variables["run_settings"] = resolve.run_settings("site", "existing")
     variables.update(inventory)
     variables.update(loader.load_from_file(os.path.join(ROLE, "vars", "main.yml"), trusted_as_template=True))
     (task,) = loader.load_from_file(os.path.join(ROLE, "tasks", "helm.yml"), trusted_as_template=True)
@@ -53,8 +56,8 @@ def test_default_values_cdi_on_toolkit_refuses_the_envvar_rest_as_before():
     assert env[ENVVAR] == "false" and isinstance(env[ENVVAR], str)
     assert env[MOUNTS] == "false" and isinstance(env[MOUNTS], str)
     assert values["mig"] == {"strategy": "single"}
-    assert values["migManager"] == {"enabled": True, "config": {"name": "fairgpu-mig-parted-config",
-                                                                 "default": "all-disabled"}}
+    assert values["migManager"] == {"enabled": True,
+                                    "config": {"name": "fairgpu-mig-parted-config", "default": "all-disabled"}}
     assert values["dcgmExporter"] == {"enabled": True}
     assert gov.values_errors(values) == []
     assert gov.toolkit_setting(values, gov.ACCEPT_ENVVAR_UNPRIVILEGED) is False
@@ -80,7 +83,7 @@ def test_cdi_overridable_and_then_checked():
 
 
 def test_mig_and_exporter_variables_still_apply():
-    values = helm_values(gpu_operator_mig_strategy="mixed", gpu_operator_mig_manager_enabled=False,
+    values = helm_values(run_settings=resolve.run_settings("site", "existing", "mig"), gpu_operator_mig_manager_enabled=False,
                          gpu_operator_dcgm_exporter_enabled=False, gpu_operator_mig_config_name="custom")
     assert values["mig"] == {"strategy": "mixed"}
     assert values["migManager"]["enabled"] is False and values["migManager"]["config"]["name"] == "custom"
@@ -99,8 +102,8 @@ def test_extra_values_merge_over_the_roles():
     })
     assert values["driver"] == {"enabled": False}
     assert values["dcgmExporter"] == {"enabled": False}
-    assert values["migManager"] == {"enabled": True, "config": {"name": "fairgpu-mig-parted-config",
-                                                                 "default": "all-1g.10gb"}}
+    assert values["migManager"] == {"enabled": True,
+                                    "config": {"name": "fairgpu-mig-parted-config", "default": "all-1g.10gb"}}
     assert values["toolkit"]["version"] == "v1.18.2"
     assert values["toolkit"]["env"][-1] == socket
     assert toolkit_env(values) == {ENVVAR: "false", MOUNTS: "false", "CONTAINERD_SOCKET": socket["value"]}
@@ -173,7 +176,7 @@ def _run_check(tmp_path, extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(playbook),
                            "-e", "@%s" % (tmp_path / "extra.json")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=120)
 
 
 def test_role_check_task_passes_the_defaults_and_refuses_issue_1876(tmp_path):

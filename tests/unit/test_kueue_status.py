@@ -48,8 +48,9 @@ def test_queue_and_workload_summaries():
     info = admission_info(
         [cluster_queue("team-a", reserved=16, borrowed=8, pending=4, admitted=16, share=500), cluster_queue("team-b")],
         LQS,
-        [workload("w1", "team-a", "team-a-queue", conditions=[("QuotaReserved", "True", "QuotaReserved"),
-                                                               ("Admitted", "True", "Admitted")], admitted_to="team-a"),
+        [workload("w1", "team-a", "team-a-queue",
+                  conditions=[("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted")],
+                  admitted_to="team-a"),
          workload("w2", "team-a", "team-a-queue", gpus=2, count=3, conditions=[("QuotaReserved", "False", "Pending")])],
     )
     a = info["queues"]["team-a"]

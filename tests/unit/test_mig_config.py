@@ -83,7 +83,7 @@ def test_simulated_mig_manager_applies_or_fails_and_keeps_the_old_layout():
 
 
 def test_node_patches_remove_what_an_old_layout_left():
-    labels, status, _ = simulated_node.node_patches(
+    labels, status, _diff = simulated_node.node_patches(
         {"nvidia.com/mig-1g.10gb.count": "56", "nvidia.com/mig.config": NAME, "other": "x"},
         {"allocatable": {"nvidia.com/mig-1g.10gb": "56", "cpu": "96"}},
         {"nvidia.com/mig-2g.20gb.count": "16"}, {"nvidia.com/mig-2g.20gb": 16})

@@ -315,8 +315,8 @@ json_values = st.recursive(
 
 
 @settings(max_examples=500, deadline=None)
-@given(json_values, st.one_of(st.integers(-2, 16), json_values), st.one_of(st.sampled_from(["single", "mixed"]),
-                                                                          json_values))
+@given(json_values, st.one_of(st.integers(-2, 16), json_values),
+       st.one_of(st.sampled_from(["single", "mixed"]), json_values))
 def test_any_input_gives_messages_or_mig_layout_error(value, gpu_count, strategy):
     errors = mig_config_errors(value, H100, gpu_count, strategy)
     assert isinstance(errors, list) and all(isinstance(error, str) and error for error in errors)
@@ -353,7 +353,7 @@ def test_accepted_layouts_have_a_valid_placement(entries, strategy):
         if gpu is None:
             continue
         placed = placement(gpu, H100)
-        assert sorted(i["profile"] for i in placed) == sorted(p for p, n in gpu.items() for _ in range(n))
+        assert sorted(i["profile"] for i in placed) == sorted(p for p, n in gpu.items() for _copy in range(n))
         assert sum(model["profiles"][i["profile"]]["compute_slices"] for i in placed) <= model["compute_slices"]
         slots = [slot for i in placed for slot in range(i["start"], i["start"] + i["size"])]
         assert len(slots) == len(set(slots)) and max(slots) < model["memory_slices"]
@@ -373,8 +373,8 @@ BALANCED = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
     ([{"2g.20gb": 2}, {}], "single", {"nvidia.com/gpu": 0}),
     (BALANCED, "mixed", {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2,
                          "nvidia.com/mig-3g.40gb": 2}),
-    ([{"1g.10gb+me": 1, "1g.10gb": 6}, None], "mixed", {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 6,
-                                                         "nvidia.com/mig-1g.10gb.me": 1}),
+    ([{"1g.10gb+me": 1, "1g.10gb": 6}, None], "mixed",
+     {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 6, "nvidia.com/mig-1g.10gb.me": 1}),
     ([{}, {"2g.20gb": 2}], "mixed", {"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 2}),
 ])
 def test_device_plugin_resources(layout, strategy, resources):

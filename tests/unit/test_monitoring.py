@@ -73,6 +73,14 @@ def test_bad_overrides_are_named(overrides, message):
         monitoring.rules_with_for(RULES, overrides)
 
 
+def test_a_for_line_the_edit_cannot_change_is_refused_not_ignored():
+    rules = RULES.replace("        for: 2m\n", "        for: 2m  # Kueue's reservation lags the pods\n", 1)
+    assert monitoring.alerts(rules)["FairgpuTenantGpusOutsideKueue"] == "2m"
+    with pytest.raises(monitoring.MonitoringError,
+                       match="monitoring_alert_for.FairgpuTenantGpusOutsideKueue: the rule's for:"):
+        monitoring.rules_with_for(rules, {"FairgpuTenantGpusOutsideKueue": "3m"})
+
+
 def test_interval_errors_name_the_variable():
     assert monitoring.duration_errors({"monitoring_scrape_interval": "5s", "monitoring_retention": "2d"}) == []
     assert monitoring.duration_errors({"monitoring_scrape_interval": "often", "monitoring_retention": "0s"}) == [
@@ -151,7 +159,7 @@ def alerts_series(tenant, state, times, name="FairgpuTenantOverGuarantee"):
 
 A = {"name": "team-a", "gpus": 8}
 B = {"name": "team-b", "gpus": 8}
-RULE_GROUPS = [{"rules": [{"name": "FairgpuTenantOverGuarantee", "duration": 115, "type": "alerting"}]}]
+RULE_GROUPS = ({"rules": [{"name": "FairgpuTenantOverGuarantee", "duration": 115, "type": "alerting"}]},)
 
 
 def judge(matrix, dcgm=8, groups=RULE_GROUPS):

@@ -24,8 +24,24 @@ def test_every_play_names_the_hosts_cluster(name):
                 (name, play.get("name"), group)
 
 
-def test_teardown_resolves_the_kubeconfig_before_any_role_reaches_a_cluster():
-    with open(os.path.join(ROOT, "playbooks", "teardown.yml")) as handle:
-        tasks = yaml.safe_load(handle)[0]["tasks"]
-    first = tasks[0]["ansible.builtin.include_role"]
-    assert (first["name"], first["tasks_from"]) == ("fairgpu.tenancy.cluster", "kubeconfig.yml")
+def _first_task(play):
+    return (play.get("pre_tasks") or play.get("tasks"))[0]
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS + ("render.yml",))
+def test_every_playbook_first_resolves_the_run(name):
+    """The run's settings and the host's kubeconfig come first, before any role reaches a cluster."""
+    with open(os.path.join(ROOT, "playbooks", name)) as handle:
+        (play,) = yaml.safe_load(handle)
+    first = _first_task(play)
+    assert first["ansible.builtin.include_role"] == {"name": "fairgpu.tenancy.run"}
+    assert first["vars"] == {"run_playbook": name[:-len(".yml")]}
+
+
+def test_the_run_role_resolves_the_kubeconfig_before_any_task_reaches_a_cluster():
+    with open(os.path.join(ROOT, "roles", "run", "tasks", "main.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    modules = [next(key for key in task if "." in key) for task in tasks if "block" not in task]
+    assert modules[:3] == ["ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.include_role"]
+    assert tasks[2]["ansible.builtin.include_role"]["name"] == "fairgpu.tenancy.cluster"
+    assert "kubeconfig.yml" in tasks[2]["ansible.builtin.include_role"]["tasks_from"]

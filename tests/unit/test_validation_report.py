@@ -29,7 +29,7 @@ def job(name, succeeded=1):
 
 def point(ts, a_reserved, a_running, b_reserved, b_running):
     return {"t": ts - 90.0, "ts": ts, "queues": {"team-a": {"reserved": a_reserved, "running": a_running},
-                                                  "team-b": {"reserved": b_reserved, "running": b_running}}}
+                                                 "team-b": {"reserved": b_reserved, "running": b_running}}}
 
 
 def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, outside=None):

@@ -247,7 +247,7 @@ def placement(mig_devices, product, catalogue=None):
     if sum(profiles[profile]["compute_slices"] * count for profile, count in mig_devices.items()) > \
             model["compute_slices"]:
         return None
-    instances = sorted((profile for profile, count in mig_devices.items() for _ in range(count)),
+    instances = sorted((profile for profile, count in mig_devices.items() for _copy in range(count)),
                        key=lambda profile: (profiles[profile]["memory_slices"], profiles[profile]["compute_slices"],
                                             profile))
     starts = _search(model, instances)

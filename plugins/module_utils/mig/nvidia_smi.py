@@ -139,7 +139,7 @@ def _table(text, title, columns, required, second_line=None):
         return []
     if len(lines) < 4 or not lines[0][1].startswith("+-") or _words(lines[1][1]) != title.split():
         _fail(lines[0][0], lines[0][1], "expected a table titled %r" % title)
-    header_end = next((i for i, (_, line) in enumerate(lines) if set(line.strip("|")) == {"="}), None)
+    header_end = next((i for i, (_number, line) in enumerate(lines) if set(line.strip("|")) == {"="}), None)
     if header_end is None:
         _fail(lines[1][0], lines[1][1], "no '=====' line ends the header")
     specs = [_columns(lines[2][0], lines[2][1], columns, required)]

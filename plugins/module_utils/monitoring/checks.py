@@ -90,8 +90,8 @@ def alert_result(scenario, flooder, arriver, start, alerts_matrix, rule_groups, 
     arriver_alerts = sorted({name for (name, tenant), states in history.items()
                              if tenant == arriver["name"] and states["firing"]})
     other_firing = sorted({"%s%s" % (name, " (%s)" % tenant if tenant else "") for (name, tenant), states
-                           in history.items() if states["firing"] and not (name == OVER_GUARANTEE
-                                                                          and tenant == flooder["name"])})
+                           in history.items()
+                           if states["firing"] and (name, tenant) != (OVER_GUARANTEE, flooder["name"])})
     attributed = int(_max(dcgm_pods_matrix))
 
     def longest(name):

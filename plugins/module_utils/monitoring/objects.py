@@ -21,9 +21,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
-
-import yaml
 
 KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
@@ -46,7 +45,7 @@ def duration_seconds(text):
 
 def alerts(rules_text):
     """``{alert name: for}`` of a rule file's text (``for`` is None when the alert has none)."""
-    doc = yaml.safe_load(rules_text) or {}
+    doc = pyyaml.require().safe_load(rules_text) or {}
     return {rule["alert"]: rule.get("for") for group in doc.get("groups") or [] for rule in group.get("rules") or []
             if "alert" in rule}
 
@@ -110,7 +109,11 @@ def rules_with_for(rules_text, overrides):
             lines[index] = "%sfor: %s\n" % (found.group(1), overrides[current])
     text = "".join(lines)
     result = alerts(text)
-    assert all(result[name] == value for name, value in (overrides or {}).items()), "for: lines not replaced"
+    missed = sorted(name for name, value in (overrides or {}).items() if result[name] != value)
+    if missed:
+        # The line-wise edit only knows "- alert: NAME" and "for: DURATION" lines; a rule written otherwise is refused.
+        raise MonitoringError("; ".join("monitoring_alert_for.%s: the rule's for: is not written as 'for: DURATION' "
+                                        "on a line of its own" % name for name in missed))
     return text
 
 
@@ -219,7 +222,7 @@ def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_
                   release),
         _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
                    "metadata": {"name": "fairgpu-alerts", "namespace": namespace},
-                   "spec": {"groups": yaml.safe_load(rules_text)["groups"]}}, release),
+                   "spec": {"groups": pyyaml.require().safe_load(rules_text)["groups"]}}, release),
         _labelled({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "fairgpu-dashboard", "namespace": namespace,
                                 "labels": {"grafana_dashboard": "1"}},

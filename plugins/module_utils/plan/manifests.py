@@ -23,10 +23,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import json
 
-import yaml
-
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import TENANT_LABEL
 
 HEADER = "# Rendered by fairgpu (playbooks/render.yml) from the inventory; edit the inventory, not this file.\n"
@@ -34,19 +34,23 @@ KUEUE_CONFIG_MAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 
 
-class _Dumper(yaml.SafeDumper):
-    """SafeDumper that writes multi-line strings (an embedded config file) as literal blocks."""
-
-
 def _represent_str(dumper, value):
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
 
-_Dumper.add_representer(str, _represent_str)
+@functools.lru_cache(maxsize=None)
+def _dumper():
+    """PyYAML's SafeDumper that writes multi-line strings (an embedded config file) as literal blocks."""
+
+    class Dumper(pyyaml.require().SafeDumper):
+        pass
+
+    Dumper.add_representer(str, _represent_str)
+    return Dumper
 
 
 def _yaml(data):
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120)
+    return pyyaml.require().dump(data, Dumper=_dumper(), sort_keys=True, default_flow_style=False, width=120)
 
 
 def to_yaml(data):

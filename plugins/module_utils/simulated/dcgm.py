@@ -92,8 +92,8 @@ def node_devices(node):
         count = int(annotations.get(ANNOTATION_COUNT, ""))
         memory = int(annotations.get(ANNOTATION_MEMORY_MIB) or GPU_MODELS[product]["memory_mib"])
     except ValueError:
-        raise DcgmSimError("node %s: %s and %s must be integers" % (meta.get("name"), ANNOTATION_COUNT,
-                                                                     ANNOTATION_MEMORY_MIB))
+        raise DcgmSimError("node %s: %s and %s must be integers"
+                           % (meta.get("name"), ANNOTATION_COUNT, ANNOTATION_MEMORY_MIB))
     try:
         gpus = simulated_gpus(meta["name"], product, count, json.loads(annotations.get(LAYOUT_ANNOTATION) or "null"))
     except (ValueError, mig_layout.MigLayoutError) as exc:
@@ -122,8 +122,8 @@ def _float_annotation(pod_name, annotations, key, low, high):
     except ValueError:
         value = None
     if value is None or not low <= value <= high:
-        raise DcgmSimError("pod %s: annotation %s must be a number from %s to %s, got %r" % (pod_name, key, low,
-                                                                                            high, raw))
+        raise DcgmSimError("pod %s: annotation %s must be a number from %s to %s, got %r"
+                           % (pod_name, key, low, high, raw))
     return value
 
 
@@ -188,7 +188,7 @@ def assign(previous, devices, pods):
             continue
         held = []
         for container, resource, count in pod["containers"]:
-            for _ in range(count):
+            for _device in range(count):
                 key = free[resource].pop(0)
                 held.append((container, node, key))
                 taken.add((node, key))

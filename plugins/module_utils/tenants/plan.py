@@ -61,6 +61,9 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
                 limit_range=None, local_queue_suffix=LOCAL_QUEUE_SUFFIX, priority_classes=None, isolation=None):
     """Validate ``tenants`` against the cluster's ``nodes`` and build their objects.
 
+    ``nodes``: the GPU Node objects (API dicts), or None when they are not known yet (site.yml's pre-check of a
+    cluster it has not reached): then the spec alone is checked, without capacity, and no objects are built.
+
     ``priority_classes``: the platform's WorkloadPriorityClasses ``[{"name", "value", "description"}]``
     (None: none). ``isolation``: the namespace policy (``kueue_objects.DEFAULT_ISOLATION`` and its keys;
     ``pods_reserved_per_node`` and ``max_jobs`` are used here). The other arguments are those of
@@ -75,8 +78,12 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     if plan["errors"]:
         return plan
     isolation = plan["isolation"] = kueue_objects.isolation_policy(isolation)
-    capacity = plan["capacity"] = cluster_capacity(nodes, isolation["pods_reserved_per_node"])
     limit_range = kueue_objects.DEFAULT_CONTAINER_RESOURCES if limit_range is None else limit_range
+    if nodes is None:
+        plan["errors"] = tenant_spec.tenant_errors(tenants, capacity=None, cohort=cohort, preemption=preemption,
+                                                   limit_range=limit_range, priority_classes=priority_classes)
+        return plan
+    capacity = plan["capacity"] = cluster_capacity(nodes, isolation["pods_reserved_per_node"])
     totals = capacity_totals(capacity)
     errors = tenant_spec.tenant_errors(tenants, capacity=totals, cohort=cohort, preemption=preemption,
                                        limit_range=limit_range, priority_classes=priority_classes)

@@ -268,8 +268,8 @@ def _pod_slot_errors(tenants, capacity):
     for index, tenant in enumerate(normalised):
         if tenant["max_pods"] < tenant["pods"]:
             errors.append("tenants_list[%d] (%s).max_pods: %d is below the pods guarantee %d; the ResourceQuota would "
-                          "refuse pods Kueue admitted; raise max_pods" % (index, tenant["name"], tenant["max_pods"],
-                                                                           tenant["pods"]))
+                          "refuse pods Kueue admitted; raise max_pods"
+                          % (index, tenant["name"], tenant["max_pods"], tenant["pods"]))
     return errors
 
 

@@ -17,7 +17,9 @@ An attempt (``Attempt``) has:
 - ``held``: what counts as held, one of ``Refused`` (every request answered 403 by the named refuser),
   ``Pending`` (the Job is created and Kueue never reserves quota for it), ``KeepsGuarantee``, ``Reclaimed`` and
   ``QuotaStops``;
-- ``rule``: the upstream source of the rule that holds it;
+- ``rule``: the upstream source of the rule that holds it. The Kueue sources were read at v0.19.2, the version
+  pinned when the table was written; the rule texts say "at KUEUE_VERSION" rather than repeat the pin
+  (``files/toolchain/versions.env`` is the one place of versions);
 - ``fresh`` (start once the probe's earlier Jobs, Workloads and pods are gone) and ``clean`` (whose probe Jobs to
   delete afterwards: ``TENANT``, ``OTHER``).
 """
@@ -58,26 +60,26 @@ RULE_GPU_PODS = ("ValidatingAdmissionPolicy %s (kueue/objects.py admission_polic
                  "GA in Kubernetes 1.30): a GPU pod in a tenant namespace must be controlled by a Job" % GPU_POD_POLICY)
 RULE_JOBS = ("ValidatingAdmissionPolicy %s (kueue/objects.py admission_policies, _template_rules), on CREATE and "
              "UPDATE of Jobs in tenant namespaces" % JOB_POLICY)
-RULE_LOCAL_QUEUE = ("Kueue v0.19.2: a Job's queue-name names a LocalQueue of its own namespace; none there: QuotaReserved "
+RULE_LOCAL_QUEUE = ("Kueue at KUEUE_VERSION: a Job's queue-name names a LocalQueue of its own namespace; none there: QuotaReserved "
                     "False, Inadmissible, \"LocalQueue %s doesn't exist\" (pkg/controller/core/workload_controller.go, "
                     "getQueueBlocker)")
-RULE_SUSPEND = ("Kueue v0.19.2 keeps a Job suspended until its Workload is admitted (pkg/controller/jobframework/"
+RULE_SUSPEND = ("Kueue at KUEUE_VERSION keeps a Job suspended until its Workload is admitted (pkg/controller/jobframework/"
                 "reconciler.go); the tenant's Role has no patch of Jobs and no Workload writes")
-RULE_LIMIT_RANGE_KUEUE = ("Kueue v0.19.2 checks a Workload against the namespace's LimitRange before admitting: "
+RULE_LIMIT_RANGE_KUEUE = ("Kueue at KUEUE_VERSION checks a Workload against the namespace's LimitRange before admitting: "
                           "\"requests must not be above the limitRange max\" (pkg/util/limitrange), \"didn't satisfy "
                           "LimitRange constraints\" (pkg/workload/resources.go)")
-RULE_QUOTA_KUEUE = ("Kueue v0.19.2 flavor assignment: a pod set above nominal quota plus borrowing limit is "
+RULE_QUOTA_KUEUE = ("Kueue at KUEUE_VERSION flavor assignment: a pod set above nominal quota plus borrowing limit is "
                     "\"insufficient quota ... > maximum capacity\" (pkg/scheduler/flavorassigner/flavorassigner.go)")
 RULE_PAST_KUEUE = ("Kubernetes admission: LimitRanger (plugin/pkg/admission/limitranger, Container and Pod maxima) and "
                    "ResourceQuota (requests.<resource>) on pods that go around Kueue")
-RULE_PRIORITY = ("Kueue v0.19.2 preemption (pkg/scheduler/preemption): reclaimWithinCohort Any reclaims only borrowed "
+RULE_PRIORITY = ("Kueue at KUEUE_VERSION preemption (pkg/scheduler/preemption): reclaimWithinCohort Any reclaims only borrowed "
                  "quota, withinClusterQueue LowerPriority acts inside the tenant's own ClusterQueue: no priority takes "
                  "another tenant's guarantee (\"insufficient unused quota\", flavorassigner.go)")
-RULE_CHILD_JOBS = ("Kueue v0.19.2 runs a Job whose controller is a Job it manages as that Job's child, with no Workload "
+RULE_CHILD_JOBS = ("Kueue at KUEUE_VERSION runs a Job whose controller is a Job it manages as that Job's child, with no Workload "
                    "of its own (pkg/controller/jobframework/reconciler.go, shouldSuspendChildJob); refused by " + RULE_JOBS)
-RULE_PODS_QUOTA = ("Kueue v0.19.2 counts one pod per pod for a ClusterQueue covering pods (pkg/scheduler/flavorassigner/"
+RULE_PODS_QUOTA = ("Kueue at KUEUE_VERSION counts one pod per pod for a ClusterQueue covering pods (pkg/scheduler/flavorassigner/"
                    "flavorassigner.go; pkg/resources/requests.go OnePodRequest)")
-RULE_RECLAIM = ("Kueue v0.19.2 reclaimWithinCohort Any: a tenant under its nominal quota preempts borrowers "
+RULE_RECLAIM = ("Kueue at KUEUE_VERSION reclaimWithinCohort Any: a tenant under its nominal quota preempts borrowers "
                 "(pkg/scheduler/preemption), the Preempted condition InCohortReclamation")
 RULE_JOB_QUOTA = ("Kubernetes ResourceQuota count/jobs.batch (plugin/pkg/admission/resourcequota); its admission counts "
                   "from the quota's status, which kube-controller-manager's recount can lower under a burst "

@@ -257,7 +257,7 @@ def device_door_jobs(namespace, resource, grace_max):
               "terminationGracePeriodSeconds %d" % (grace_max + 1):
                   lambda spec: spec.update(terminationGracePeriodSeconds=grace_max + 1)}
     for field in ("hostPID", "hostNetwork", "hostIPC"):
-        routes[field] = (lambda f: lambda spec: spec.update({f: True}))(field)
+        routes[field] = lambda spec, f=field: spec.update({f: True})
     jobs = {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-"), change)
             for route, change in routes.items()}
     jobs["CDI device annotation"] = template_job("cdi-annotation", cdi_annotation)

@@ -32,8 +32,8 @@ def report_document(cluster, tenants, scenarios, generated_at):
         "generated_at": generated_at,
         "passed": not failed and bool(scenarios),
         "tenants": [
-            {k: t.get(k) for k in ("name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit",
-                                    "max_gpus", "weight")}
+            {k: t.get(k) for k in (
+                "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight")}
             for t in tenants
         ],
         "scenarios": scenarios,

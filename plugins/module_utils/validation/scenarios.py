@@ -118,12 +118,13 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     submitted; ``flooded``: admission info once it held ``reach``; ``held_back``: ``{"jobs": [Job objects of its
     pending workloads], "pods": [their Pods]}``; ``arrival_ts``: Unix time just before the arriver submitted;
     ``arrived``: admission info of waiting for the arriver's guarantee, whose last timeline sample is the moment
-    it held it (time-to-guarantee = that sample's ``ts`` - ``arrival_ts``); ``after``: admission info right after that; ``finished``:
-    admission info once all finished; ``jobs``: every Job of the scenario at the end; ``events``: Events of
-    the flooder's namespace; ``bound_seconds``: the bound on Kueue's reservation of the guarantee;
-    ``running``: admission info of waiting, after ``after`` was read, for the arriver's pods Running on its
-    guarantee (read with pods, as ``arrived``); ``running_bound_seconds``: the bound on that, from ``arrival_ts``; ``backlog``: Jobs the flooder queued with the flood, behind it, before the
-    arrival (pending in ``flooded``; deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
+    it held it (time-to-guarantee = that sample's ``ts`` - ``arrival_ts``); ``after``: admission info right after
+    that; ``finished``: admission info once all finished; ``jobs``: every Job of the scenario at the end;
+    ``events``: Events of the flooder's namespace; ``bound_seconds``: the bound on Kueue's reservation of the
+    guarantee; ``running``: admission info of waiting, after ``after`` was read, for the arriver's pods Running on
+    its guarantee (read with pods, as ``arrived``); ``running_bound_seconds``: the bound on that, from
+    ``arrival_ts``; ``backlog``: Jobs the flooder queued with the flood, behind it, before the arrival (pending in
+    ``flooded``; deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
     ``accounting_check``, applied to every sample read.
     """
     f, a = flooder["name"], arriver["name"]
@@ -190,7 +191,6 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
         },
         "timeline": flooded.get("timeline", []) + arrival + finished.get("timeline", []),
     }
-
 
 
 def _device_requests(pod, resource):
