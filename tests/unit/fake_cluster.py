@@ -2,7 +2,7 @@
 executor: kubernetes' dynamic client (``resource``, ``get``, ``create``, ``patch``, ``delete``, errors as
 ``DynamicApiError`` with a Status body), RBAC of the tenants' Role, fairgpu's admission policies, the LimitRange,
 the ResourceQuota, Pod Security, and a small Kueue (one Workload per queued Job, quota with borrowing and
-reclamation, Jobs' pods Running once admitted) on a fake clock.
+reclamation, Jobs' pods Running once admitted) on a fake clock (fake_clock.py).
 
 The refusal messages are the real ones' shapes (tests/integration/test_60_isolation.py asserts those on the
 embedded cluster). ``FakeCluster.leaks`` opens a hole (an admission rule switched off, or Kueue admitting what it
@@ -12,8 +12,6 @@ should hold), so a test can see the probe judge the attempt as not held.
 import json
 
 from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
-
-from fake_clock import FakeClock  # noqa: F401 (the clock the fake runs on)
 
 GPU = "nvidia.com/gpu"
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -11,6 +11,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label
 
 import fake_cluster
+from fake_clock import FakeClock
 
 ACCOUNTING = "no tenant's Running pods hold more GPUs than Kueue reserved for it (isolation)"
 
@@ -36,7 +37,7 @@ class Module(object):
 
 def run_probe(monkeypatch, leaks=(), judge_after=0.0, **params):
     """Run the module's run() against a fake cluster; returns (how it ended, its result, the cluster, the clock)."""
-    clock = fake_cluster.FakeClock()
+    clock = FakeClock()
     tenants = fake_cluster.tenants()
     cluster = fake_cluster.FakeCluster(tenants, clock, judge_after=judge_after, leaks=leaks)
     clients = []

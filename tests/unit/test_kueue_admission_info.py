@@ -8,6 +8,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter impo
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 
 import fake_cluster
+from fake_clock import FakeClock
 
 
 class Ended(Exception):
@@ -29,7 +30,7 @@ class Module(object):
 
 def run(params, judge_after):
     """team-b submits its guarantee of 8 one-GPU Jobs, which Kueue admits after ``judge_after`` seconds."""
-    clock = fake_cluster.FakeClock()
+    clock = FakeClock()
     cluster = fake_cluster.FakeCluster(fake_cluster.tenants(), clock, judge_after=judge_after)
     as_b = cluster.client("fairgpu-probe@team-b", ["team-b"])
     for index in range(8):

@@ -30,12 +30,12 @@ def ticks(start, timeout, interval, monotonic, sleep):
 
 class Waiter(object):
     """Waits on a clock: ``monotonic`` (seconds, for deadlines and durations), ``sleep`` and ``wall`` (Unix time,
-    for timestamps); each defaults to the ``time`` module's, looked up when called."""
+    for timestamps); each defaults to the ``time`` module's."""
 
     def __init__(self, monotonic=None, sleep=None, wall=None):
-        self.monotonic = monotonic or (lambda: time.monotonic())
-        self.sleep = sleep or (lambda seconds: time.sleep(seconds))
-        self.wall = wall or (lambda: time.time())
+        self.monotonic = monotonic or time.monotonic
+        self.sleep = sleep or time.sleep
+        self.wall = wall or time.time
 
     def wait(self, read, timeout, interval, predicate=bool, observe=None):
         """Call ``read()`` until ``predicate(value)`` holds or ``timeout`` seconds have passed, sleeping ``interval``
