@@ -269,7 +269,6 @@ timeline:
 """
 
 import copy
-import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -282,8 +281,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status impor
     sample,
     wait_for_errors,
 )
-
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, KUEUE_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
@@ -297,7 +296,7 @@ def argspec():
     spec.update(
         namespaces=dict(type="list", elements="str", default=[]),
         cluster_queues=dict(type="list", elements="str", default=[]),
-        resource=dict(type="str", default="nvidia.com/gpu"),
+        resource=dict(type="str", default=GPU_RESOURCE),
         workloads=dict(type="bool", default=True),
         pods=dict(type="bool", default=False),
         wait_for=dict(type="dict"),
@@ -345,32 +344,29 @@ def read(module, client):
                           queue_names=queue_names or None, pods=pods)
 
 
-def run(module, client):
-    wait_for = module.params["wait_for"]
-    if module.params["pods"] and not module.params["namespaces"]:
+def run(module, client, waiter=None):
+    params, wait_for = module.params, module.params["wait_for"]
+    if params["pods"] and not params["namespaces"]:
         module.fail_json(msg="pods: name the tenant namespaces whose pods to read (namespaces)")
     if wait_for is not None:
         errors = wait_for_errors(wait_for)
-        if "running_at_least" in wait_for and not module.params["pods"]:
+        if "running_at_least" in wait_for and not params["pods"]:
             errors.append("wait_for.running_at_least: needs pods=true")
         if errors:
             module.fail_json(msg="; ".join(errors))
-    start = time.monotonic()
-    info = read(module, client)
-    timeline = []
-    if wait_for is not None:
-        timeline.append(sample(info, 0.0, time.time()))
-        while not condition_met(info, wait_for):
-            if time.monotonic() - start > module.params["wait_timeout"]:
-                module.fail_json(
-                    msg="Kueue did not reach %s within %s s" % (wait_for, module.params["wait_timeout"]),
-                    elapsed=round(time.monotonic() - start, 3), timeline=timeline, **info
-                )
-            time.sleep(module.params["poll_interval"])
-            info = read(module, client)
-            timeline.append(sample(info, time.monotonic() - start, time.time()))
-    elapsed = round(time.monotonic() - start, 3) if wait_for is not None else 0.0
-    module.exit_json(changed=False, elapsed=elapsed, timeline=timeline, **info)
+    if wait_for is None:
+        module.exit_json(changed=False, elapsed=0.0, timeline=[], **read(module, client))
+    else:
+        waiter = waiter or Waiter()
+        timeline = []
+        met, info, elapsed = waiter.wait(
+            lambda: read(module, client), params["wait_timeout"], params["poll_interval"],
+            predicate=lambda info: condition_met(info, wait_for),
+            observe=lambda info, seconds: timeline.append(sample(info, seconds, waiter.wall())))
+        if not met:
+            module.fail_json(msg="Kueue did not reach %s within %s s" % (wait_for, params["wait_timeout"]),
+                             elapsed=round(elapsed, 3), timeline=timeline, **info)
+        module.exit_json(changed=False, elapsed=round(elapsed, 3), timeline=timeline, **info)
 
 
 def main():

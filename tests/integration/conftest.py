@@ -5,12 +5,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARS = os.path.join(ROOT, "tests", "integration", "vars.yml")
@@ -82,15 +83,12 @@ def kueue(cluster):
 
 
 def wait_until(predicate, timeout, interval=0.5, what="condition"):
-    """Poll ``predicate`` until it returns a truthy value; return it, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    """Poll ``predicate`` until it returns a truthy value; return it, or fail after ``timeout`` seconds (the
+    collection's own waiter, common/waiter.py)."""
+    held, value, _elapsed = Waiter().wait(predicate, timeout, interval)
+    if not held:
+        pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+    return value
 
 
 def load_job(name, namespace, queue=None, gpus=1, seconds=30, labels=None):

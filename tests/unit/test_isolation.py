@@ -72,8 +72,6 @@ def test_workload_conditions():
     pending = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]}}
     assert isolation.quota_reserved(pending)["reason"] == "Pending"
     assert isolation.quota_reserved({}) is None
-    assert not isolation.was_evicted(pending)
-    assert isolation.was_evicted({"status": {"conditions": [{"type": "Evicted", "status": "True"}]}})
 
 
 def test_device_door_jobs_are_valid_objects_each_reaching_for_the_node():

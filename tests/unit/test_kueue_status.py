@@ -4,6 +4,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status impor
     pod_requests,
     admission_info,
     condition_met,
+    conditions as workload_conditions,
+    evicted,
+    preempted,
     requested,
     sample,
     wait_for_errors,
@@ -76,6 +79,31 @@ def test_queue_filter_drops_other_workloads():
 def test_states(conditions, state):
     conds = {t: {"status": s, "reason": r} for t, s, r in conditions}
     assert workload_state(conds) == state
+
+
+# The condition sets Kueue v0.19.2 writes (pkg/workload/workload.go): a preemption sets Preempted and Evicted True;
+# a new quota reservation turns both False with reason QuotaReserved; PodsReadyTimeout evicts without preempting.
+PREEMPTED_NOW = [("QuotaReserved", "False", "Pending"), ("Evicted", "True", "Preempted"),
+                 ("Preempted", "True", "InCohortReclamation")]
+READMITTED = [("QuotaReserved", "True", "QuotaReserved"), ("Evicted", "False", "QuotaReserved"),
+              ("Preempted", "False", "QuotaReserved")]
+TIMED_OUT = [("QuotaReserved", "False", "Pending"), ("Evicted", "True", "PodsReadyTimeout")]
+
+
+@pytest.mark.parametrize("conditions, is_preempted, is_evicted", [
+    (PREEMPTED_NOW, True, True),
+    ([("Preempted", "True", "reason")], True, True),
+    (READMITTED, False, False),
+    (TIMED_OUT, False, True),
+    ([("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted")], False, False),
+    ([], False, False),
+])
+def test_preempted_and_evicted(conditions, is_preempted, is_evicted):
+    for reason in ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"):
+        workload = {"status": {"conditions": [{"type": t, "status": s, "reason": reason if r == "reason" else r}
+                                              for t, s, r in conditions]}}
+        conds = workload_conditions(workload)
+        assert (preempted(conds), evicted(conds)) == (is_preempted, is_evicted), (conditions, reason)
 
 
 def test_limits_count_when_no_request():

@@ -17,9 +17,9 @@ def queues(a_reserved, a_borrowed, a_pending, b_reserved):
 
 def wl(name, ns, state="finished", preempted=False):
     conds = {"Finished": {"status": "True", "reason": "Succeeded"}}
-    if preempted:
-        conds["Preempted"] = {"status": "False", "reason": "InCohortReclamation"}
-        conds["Evicted"] = {"status": "False", "reason": "Preempted"}
+    if preempted:  # as Kueue writes them while the preemption holds (kueue_status.preempted)
+        conds["Preempted"] = {"status": "True", "reason": "InCohortReclamation"}
+        conds["Evicted"] = {"status": "True", "reason": "Preempted"}
     return {"name": "job-" + name, "namespace": ns, "job": name, "state": state, "conditions": conds}
 
 

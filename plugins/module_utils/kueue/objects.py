@@ -18,16 +18,26 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    ADMISSION_API,
+    GPU_POD_POLICY,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    JOB_POLICY,
+    KUEUE_API,
+    LIMIT_RANGE,
+    LOCAL_QUEUE_SUFFIX,
+    MANAGED_BY,
+    MIG_RESOURCE_PREFIX,
+    PRIORITY_CLASS_LABEL,
+    PRIORITY_CLASSES_ANNOTATION,
+    QUEUE_LABEL,
+    RBAC_API,
+    RESOURCE_QUOTA,
+    TENANT_LABEL,
+    TENANT_ROLE,
+)
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-ADMISSION_API = "admissionregistration.k8s.io/v1"
-TENANT_LABEL = "fairgpu.io/tenant"
-# Namespace annotation: the WorkloadPriorityClasses the tenant's Jobs may name (comma-separated), read by the
-# fairgpu-tenant-jobs ValidatingAdmissionPolicy.
-PRIORITY_CLASSES_ANNOTATION = "fairgpu.io/workload-priority-classes"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "fairgpu"}
-PRODUCT_LABEL = "nvidia.com/gpu.product"
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 # Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
@@ -169,8 +179,8 @@ def tenant_role(namespace, tenant):
     update/patch of Jobs (so a tenant cannot lift Kueue's suspension of its own Job)."""
     read = ["get", "list", "watch"]
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "fairgpu-tenant", "namespace": namespace, "labels": _labels(tenant["name"])},
+        "apiVersion": RBAC_API, "kind": "Role",
+        "metadata": {"name": TENANT_ROLE, "namespace": namespace, "labels": _labels(tenant["name"])},
         "rules": [
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": read + ["create", "delete"]},
             {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": read},
@@ -212,10 +222,10 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
          "spec": {"clusterQueue": tenant["name"]}},
         # Only the requests. form is enforced for an extended resource.
         {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": {"name": "fairgpu-gpu-quota", "namespace": namespace, "labels": labels},
+         "metadata": {"name": RESOURCE_QUOTA, "namespace": namespace, "labels": labels},
          "spec": {"hard": {key: _quantity(value) for key, value in sorted(hard.items())}}},
         {"apiVersion": "v1", "kind": "LimitRange",
-         "metadata": {"name": "fairgpu-defaults", "namespace": namespace, "labels": labels},
+         "metadata": {"name": LIMIT_RANGE, "namespace": namespace, "labels": labels},
          "spec": {"limits": [{
              "type": "Container",
              # An explicit 0: with only a max, the API server would default every container to the max.
@@ -224,9 +234,9 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
              "max": dict(per_pod),
          }, {"type": "Pod", "max": dict(per_pod)}]}},
         tenant_role(namespace, tenant),
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "fairgpu-tenant", "namespace": namespace, "labels": labels},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fairgpu-tenant"},
+        {"apiVersion": RBAC_API, "kind": "RoleBinding",
+         "metadata": {"name": TENANT_ROLE, "namespace": namespace, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
                       for group in tenant["groups"]]},
     ]
@@ -249,8 +259,8 @@ def object_errors(objects):
 
 # A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
 # container an explicit 0).
-_ASKS = ("has(c.resources.%(f)s) && c.resources.%(f)s.exists(r, (r == 'nvidia.com/gpu' || "
-         "r.startsWith('nvidia.com/mig-')) && quantity(string(c.resources.%(f)s[r])).isGreaterThan(quantity('0')))")
+_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r.startsWith('%s')) && "
+         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))" % (GPU_RESOURCE, MIG_RESOURCE_PREFIX))
 
 
 # The pod template of a Job, and all its containers (init containers included: they run on the node too).
@@ -343,7 +353,7 @@ def admission_policies(isolation=None):
                            "&& has(o.controller) && o.controller))",
              "reason": "Forbidden",
              "message": "a pod that requests GPUs in a tenant namespace must belong to a Job, so that Kueue admits "
-                        "it against the tenant's ClusterQueue: submit a Job with the label kueue.x-k8s.io/queue-name"},
+                        "it against the tenant's ClusterQueue: submit a Job with the label " + QUEUE_LABEL},
         ],
     }
     jobs = {
@@ -370,7 +380,7 @@ def admission_policies(isolation=None):
                            "object.spec.template.spec.priorityClassName == '') && !has(object.spec.template.spec.priority)",
              "reason": "Forbidden",
              "message": "pod priority (priorityClassName, priority) is not allowed in tenant Jobs: kube-scheduler "
-                        "would evict other tenants' pods for it; set the label kueue.x-k8s.io/priority-class instead"},
+                        "would evict other tenants' pods for it; set the label %s instead" % PRIORITY_CLASS_LABEL},
             # Kueue and the garbage collector update Jobs; an owner that was there at creation stays allowed.
             {"expression": "!has(object.metadata.ownerReferences) || (request.operation == 'UPDATE' && "
                            "has(oldObject.metadata.ownerReferences) && "
@@ -379,15 +389,14 @@ def admission_policies(isolation=None):
                            "!(o.apiVersion == 'batch/v1' && o.kind == 'CronJob'))",
              "reason": "Forbidden",
              "message": "a tenant Job may not name a controller owner: Kueue would run it as a child of that Job, "
-                        "outside the tenant's ClusterQueue; submit it as a Job of its own with the label "
-                        "kueue.x-k8s.io/queue-name"},
+                        "outside the tenant's ClusterQueue; submit it as a Job of its own with the label " + QUEUE_LABEL},
         ] + [{"expression": expression, "reason": "Forbidden", "message": message}
              for expression, message in _template_rules(isolation)],
     }
     objects = []
     for name, resource, operations, rules in (
-        ("fairgpu-tenant-gpu-pods", ("", "pods"), ["CREATE"], gpu_pods),
-        ("fairgpu-tenant-jobs", ("batch", "jobs"), ["CREATE", "UPDATE"], jobs),
+        (GPU_POD_POLICY, ("", "pods"), ["CREATE"], gpu_pods),
+        (JOB_POLICY, ("batch", "jobs"), ["CREATE", "UPDATE"], jobs),
     ):
         # The API server's defaults written out, so that a client-side `kubectl apply` finds nothing to change.
         spec = {"failurePolicy": "Fail",
@@ -407,7 +416,7 @@ def admission_policies(isolation=None):
 
 
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                   local_queue_suffix="-queue", limit_range=None, priority_classes=(), isolation=None):
+                   local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
     ``tenants``: normalised tenants (``tenant_spec.normalise``); ``flavors``: ``gpu_flavors`` output;
@@ -433,7 +442,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     for name in sorted(used):
         objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
                         "metadata": {"name": name, "labels": _labels()},
-                        "spec": {"nodeLabels": {PRODUCT_LABEL: used[name]["product"]}}})
+                        "spec": {"nodeLabels": {GPU_PRODUCT_LABEL: used[name]["product"]}}})
     for tenant in tenants:
         flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
         objects.append(cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy))

@@ -14,8 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CONDITIONS = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Requeued", "Finished")
 
 
@@ -150,6 +150,32 @@ def conditions(workload):
     return result
 
 
+# Kueue v0.19.2 (apis/kueue/v1beta2/workload_types.go): the reasons of a Workload's Preempted condition, and the
+# reason of its Evicted condition when a preemption evicted it (WorkloadEvictedByPreemption). Kueue sets both
+# conditions True when it preempts (pkg/scheduler/preemption, workload.SetPreemptedCondition); when it reserves
+# quota for the Workload again it turns both False with reason QuotaReserved and the message "Previously: ..."
+# (pkg/workload/workload.go, SetQuotaReservation and resetActiveCondition).
+PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
+EVICTED_BY_PREEMPTION = "Preempted"
+
+
+def preempted(conds):
+    """Whether Kueue has preempted the Workload and not reserved quota for it since: its Preempted condition has a
+    preemption reason, or its Evicted condition the reason ``Preempted``. ``conds``: ``conditions(workload)``.
+
+    Once Kueue reserves quota again (re-admission) both conditions read ``QuotaReserved``, so a preemption that
+    Kueue has undone no longer shows: judge preemptions from a read taken while they hold."""
+    return ((conds.get("Preempted") or {}).get("reason") in PREEMPTION_REASONS
+            or (conds.get("Evicted") or {}).get("reason") == EVICTED_BY_PREEMPTION)
+
+
+def evicted(conds):
+    """Whether Kueue has evicted the Workload, for a preemption (``preempted``) or any other reason (PodsReadyTimeout,
+    a deactivation, a stopped queue), and not reserved quota for it since: its Evicted condition is True.
+    ``conds``: ``conditions(workload)``."""
+    return preempted(conds) or (conds.get("Evicted") or {}).get("status") == "True"
+
+
 def workload_state(conds):
     """One word for where a workload stands: finished, admitted, reserved, evicted or pending."""
     def true(kind):
@@ -193,7 +219,7 @@ def workload_summary(workload, local_queues, resource):
     }
 
 
-def admission_info(cluster_queues, local_queues, workloads, resource="nvidia.com/gpu", queue_names=None, pods=None):
+def admission_info(cluster_queues, local_queues, workloads, resource=GPU_RESOURCE, queue_names=None, pods=None):
     """Summarise Kueue's admission state.
 
     ``cluster_queues``, ``local_queues``, ``workloads``: lists of API objects. ``queue_names``: restrict to

@@ -23,6 +23,8 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
+
 KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 SKIPPED_NAMESPACES = ["kube-system", "kueue-system"]
 
@@ -51,7 +53,7 @@ def local_webhook_configurations(documents, host, port, ca_bundle):
         config = copy.deepcopy(found[0])
         config["metadata"] = {
             "name": "kueue-" + config["metadata"]["name"],
-            "labels": {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/managed-by": "fairgpu"},
+            "labels": {"app.kubernetes.io/name": "kueue", MANAGED_BY_LABEL: "fairgpu"},
         }
         for webhook in config.get("webhooks", []):
             path = (webhook.get("clientConfig") or {}).get("service", {}).get("path")

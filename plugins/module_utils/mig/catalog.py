@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_COUNT_LABEL, GPU_PRESENT_LABEL, GPU_PRODUCT_LABEL
+
 # product label value -> facts GFD reports for one GPU of that model.
 #   memory_mib: ``nvidia.com/gpu.memory`` (MiB, as nvidia-smi reports total framebuffer memory)
 #   family, compute: ``nvidia.com/gpu.family``, ``nvidia.com/gpu.compute.{major,minor}``
@@ -63,9 +65,9 @@ def gfd_labels(product, count, mig_strategy="single", memory_mib=None):
             "unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES))
         )
     labels = {
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": product,
-        "nvidia.com/gpu.count": str(count),
+        GPU_PRESENT_LABEL: "true",
+        GPU_PRODUCT_LABEL: product,
+        GPU_COUNT_LABEL: str(count),
         "nvidia.com/gpu.memory": str(memory_mib if memory_mib is not None else model["memory_mib"]),
         "nvidia.com/gpu.family": model["family"],
         "nvidia.com/gpu.compute.major": str(model["compute"][0]),

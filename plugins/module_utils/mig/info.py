@@ -11,12 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import QUERY_GPU
 
-GPU_RESOURCE = "nvidia.com/gpu"
 # The nvidia-smi arguments whose output the module reads; -L is required, the others refine the tree.
 COMMANDS = ("-L", "mig -lgi", "mig -lci", QUERY_GPU)
 # Read when given or when the command answers: the node's own profiles and placements (the catalogue's authority).

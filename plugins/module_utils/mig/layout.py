@@ -39,6 +39,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GPU_MODELS,
     MIG_STRATEGIES,
@@ -47,7 +48,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
-GPU_RESOURCE = "nvidia.com/gpu"
 PROFILE_NAME = re.compile(r"^([1-8])g\.[0-9]+gb")
 # -lgip's attribute columns in the order it prints them: SM DEC ENC on a profile's first line, CE JPEG OFA below.
 ATTRIBUTES = ("sm", "dec", "enc", "ce", "jpeg", "ofa")

@@ -18,14 +18,12 @@ import json
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import PRODUCT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, MANAGED_BY
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
     ANNOTATION_PREFIX,
     MIG_STATE_LABEL as STATE_LABEL,
     NVIDIA_SMI_ANNOTATION,
 )
-
-COUNT_LABEL = "nvidia.com/gpu.count"
 
 
 def config_document(profile="2g.20gb", per_gpu=2, layouts=None):
@@ -42,7 +40,7 @@ def configmap(document, name, namespace):
     """The MIG manager's ConfigMap (the GPU Operator's ``migManager.config.name``) holding ``document`` as
     ``config.yaml``."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "fairgpu"}},
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
             "data": {"config.yaml": manifests.to_yaml(document)}}
 
 
@@ -60,9 +58,9 @@ def node_gpus(node):
     annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     if ANNOTATION_PREFIX + "product" in annotations:
         return annotations[ANNOTATION_PREFIX + "product"], int(annotations[ANNOTATION_PREFIX + "count"])
-    product = labels.get(PRODUCT_LABEL, "").split("-MIG-")[0]
+    product = labels.get(GPU_PRODUCT_LABEL, "").split("-MIG-")[0]
     try:
-        return product, int(labels.get(COUNT_LABEL, "0"))
+        return product, int(labels.get(GPU_COUNT_LABEL, "0"))
     except ValueError:
         return product, 0
 
@@ -120,9 +118,9 @@ def node_result_errors(document, name, nodes, strategy):
         if state != "success":
             errors.append("node %s: %s is %r, not success" % (node_name, STATE_LABEL, state))
             continue
-        if labels.get(PRODUCT_LABEL, "").endswith("-MIG-INVALID"):
+        if labels.get(GPU_PRODUCT_LABEL, "").endswith("-MIG-INVALID"):
             errors.append("node %s: GPU feature discovery labels it %s: the layout does not suit the %s strategy "
-                          "(one profile on every GPU)" % (node_name, labels[PRODUCT_LABEL], strategy))
+                          "(one profile on every GPU)" % (node_name, labels[GPU_PRODUCT_LABEL], strategy))
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         for resource, count in sorted(expected_resources(document, name, node, strategy).items()):
             have = allocatable.get(resource)

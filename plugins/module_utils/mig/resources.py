@@ -28,7 +28,9 @@ __metaclass__ = type
 import math
 import re
 
-PREFIX = "nvidia.com/mig-"
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_RESOURCE_PREFIX
+
+PREFIX = MIG_RESOURCE_PREFIX
 # go-nvlib's profile string: [<C>c.]<G>g.<GB>gb[+attr[,attr]|-attr]
 PROFILE = re.compile(r"^(?:(?P<c>[1-8])c\.)?(?P<g>[1-8])g\.(?P<gb>[0-9]+)gb(?:(?P<sign>[+-])(?P<attrs>[a-z][a-z.]*(?:,[a-z][a-z.]*)*))?$")
 # The resource forms the device plugin writes (a resource name cannot hold ","; no profile has two attributes).

@@ -9,7 +9,7 @@ Inputs are ``data.result`` lists of ``/api/v1/query_range`` answers (matrices: `
 and ``duration`` in seconds). Prometheus writes one ``ALERTS{alertname, alertstate="pending"|"firing", <alert
 labels>}`` sample per rule evaluation while an alert is active: that series is the alert's history.
 
-The result is a report scenario (``validation.py``'s shape) with ``images`` (plots written by the
+The result is a report scenario (``validation/report.py``'s shape) with ``images`` (plots written by the
 ``prometheus_plot`` module) and ``metrics``.
 """
 
@@ -17,11 +17,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check as _check
+
 OVER_GUARANTEE = "FairgpuTenantOverGuarantee"
-
-
-def _check(check, expected, observed, passed):
-    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
 def rule_durations(groups):

@@ -22,6 +22,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
 
 KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
@@ -181,7 +182,7 @@ def alert_seconds(rules_text, name):
 
 
 def _labelled(obj, release):
-    obj["metadata"].setdefault("labels", {}).update({"app.kubernetes.io/managed-by": "fairgpu", "release": release})
+    obj["metadata"].setdefault("labels", {}).update({MANAGED_BY_LABEL: "fairgpu", "release": release})
     return obj
 
 

@@ -27,7 +27,7 @@ import functools
 import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import TENANT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import TENANT_LABEL
 
 HEADER = "# Rendered by fairgpu (playbooks/render.yml) from the inventory; edit the inventory, not this file.\n"
 KUEUE_CONFIG_MAP = "kueue-manager-config"

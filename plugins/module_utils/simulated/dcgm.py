@@ -41,6 +41,7 @@ __metaclass__ = type
 import json
 import uuid
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import LAYOUT_ANNOTATION
@@ -51,8 +52,6 @@ ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"
 ANNOTATION_MEMORY_MIB = "fairgpu.io/simulated-gpu-memory-mib"
 ANNOTATION_MEMORY_FRACTION = "fairgpu.io/simulated-gpu-memory-fraction"
 ANNOTATION_UTILIZATION = "fairgpu.io/simulated-gpu-utilization"
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 # MiB a CUDA context takes on the device before the process allocates anything.
 CONTEXT_MIB = 512
 DRIVER_VERSION = "570.124.06"

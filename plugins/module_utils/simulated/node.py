@@ -24,6 +24,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
@@ -33,7 +34,6 @@ LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"
 NVIDIA_SMI_ANNOTATION = "fairgpu.io/simulated-nvidia-smi"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class SimulatedNodeError(ValueError):
@@ -78,7 +78,7 @@ def desired_gpu_state(annotations, mig_strategy):
 
 def owned_label(name):
     """True for the labels GFD and the MIG manager own (``nvidia.com/mig.config`` is the user's choice)."""
-    return (name.startswith(("nvidia.com/gpu.", "nvidia.com/mig-")) or
+    return (name.startswith((GPU_RESOURCE + ".", MIG_RESOURCE_PREFIX)) or
             name in ("nvidia.com/mig.strategy", "nvidia.com/mig.capable", MIG_STATE_LABEL))
 
 

@@ -11,6 +11,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_PRODUCT_LABEL, LOCAL_QUEUE_SUFFIX
 
 
 # Pod slots of each GPU node kept for the node's own daemons (GPU Operator, DCGM exporter, CNI, kube-proxy ...),
@@ -31,7 +32,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     cpu = memory = pods = 0
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
-        product = labels.get(kueue_objects.PRODUCT_LABEL)
+        product = labels.get(GPU_PRODUCT_LABEL)
         if not product:
             continue
         allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -57,7 +58,7 @@ def capacity_totals(capacity):
 
 
 def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                limit_range=None, local_queue_suffix="-queue", priority_classes=None, isolation=None):
+                limit_range=None, local_queue_suffix=LOCAL_QUEUE_SUFFIX, priority_classes=None, isolation=None):
     """Validate ``tenants`` against the cluster's ``nodes`` and build their objects.
 
     ``nodes``: the GPU Node objects (API dicts), or None when they are not known yet (site.yml's pre-check of a

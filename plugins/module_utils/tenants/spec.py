@@ -52,11 +52,11 @@ import numbers
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
 MIB = 1024 * 1024
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-GPU_RESOURCE = "nvidia.com/gpu"
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
     "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",

@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
-"""A tenant that tries to cheat: the objects its attempts send, and how a refusal is read and judged.
+"""A tenant that tries to cheat: the objects its attempts send, and how a refusal or Kueue's decision is read and
+judged.
 
-Pure logic, no cluster access; the ``tenant_isolation_probe`` module sends the objects as the tenant
-(impersonation) and passes the API server's answers here. A check is the report's
-``{"check", "expected", "observed", "passed"}`` (``validation.py``), so the attempts become one more scenario of
-the validation report.
+Pure logic, no cluster access; the attempts themselves are listed in ``attempts.py``, and the
+``tenant_isolation_probe`` module sends them as the tenant (impersonation) and passes the API server's answers and
+what it read here. A check is the report's row (``report.check``), so the attempts become one more scenario of the
+validation report.
 
 Who refuses what, as the embedded cluster shows (and the integration tests assert):
 
@@ -26,11 +27,16 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import PRIORITY_CLASS_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_RESOURCE,
+    PRIORITY_CLASS_LABEL,
+    PROBE_IMAGE,
+    PROBE_LABEL,
+    PROBE_PREFIX,
+    QUEUE_LABEL,
+)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import report
 
-PROBE_PREFIX = "fairgpu-probe-"
-PROBE_LABEL = "fairgpu.io/probe"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
 _QUOTA = re.compile(r"exceeded quota: ([^,]+)")
 
@@ -58,11 +64,6 @@ def refusal(status, message):
     return {"status": status, "by": by, "message": message}
 
 
-def check(attempt, expected, observed, passed):
-    """One row of the report."""
-    return {"check": attempt, "expected": expected, "observed": observed, "passed": bool(passed)}
-
-
 def refused_check(attempt, outcomes, by):
     """Judge requests that must all be refused by ``by`` (``RBAC`` or a policy name prefix).
 
@@ -78,7 +79,57 @@ def refused_check(attempt, outcomes, by):
     else:
         first = next(iter(sorted(outcomes.items())))[1]
         observed = "%d of %d refused by %s, e.g. %s" % (len(outcomes), len(outcomes), by, first["message"])
-    return check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
+    return report.check(attempt, "%s refuses %s" % (by, ", ".join(sorted(outcomes))), observed, not accepted and not other)
+
+
+def pending_check(attempt, expected, condition, pods, reason=None):
+    """Judge a Job Kueue must never admit, from its Workload's ``QuotaReserved`` condition (``quota_reserved``) and
+    the names of its ``pods``: held when the condition is False (with ``reason``, if given) and there are no pods."""
+    observed = "QuotaReserved=%s (%s): %s; pods: %s" % (
+        condition["status"], condition.get("reason"), condition.get("message"), len(pods))
+    passed = condition["status"] == "False" and not pods and (reason is None or condition.get("reason") == reason)
+    return report.check(attempt, expected, observed, passed)
+
+
+def still_suspended(row, suspended, pods):
+    """Add to a ``refused_check`` row that the Job the refused requests went after is still suspended
+    (``suspended``: its ``spec.suspend``) and has no ``pods``."""
+    row = dict(row)
+    row["observed"] += "; afterwards Job suspended=%s, pods: %d" % (suspended, len(pods))
+    row["passed"] = row["passed"] and suspended is True and not pods
+    return row
+
+
+def guarantee_kept_check(attempt, expected, job, condition, other, kept, guarantee, evicted):
+    """Judge a Job that must wait while ``other`` (a tenant name) holds its guarantee: held when ``job``'s
+    ``condition`` (QuotaReserved) is False, every Job of ``guarantee`` is in ``kept`` (still admitted) and no
+    Workload of the other tenant is in ``evicted``."""
+    observed = "%s: QuotaReserved=%s (%s); %s kept %d of %d guaranteed Jobs admitted, evicted: %s" % (
+        job, condition["status"], condition.get("reason"), other, len(kept), len(guarantee), ", ".join(evicted) or "none")
+    return report.check(attempt, expected, observed,
+                        condition["status"] == "False" and len(kept) == len(guarantee) and not evicted)
+
+
+def reclaimed_check(attempt, expected, other, took, tenant, evicted, bound):
+    """Judge a reclamation: ``other``'s pods Running on its guarantee ``took`` seconds after it asked, within
+    ``bound``; ``evicted``: the Workloads of ``tenant`` Kueue evicted for it."""
+    observed = "%s's pods Running after %.1f s; %s's workloads evicted: %s" % (
+        other, took, tenant, ", ".join(evicted) or "none")
+    return report.check(attempt, expected, observed, took <= bound)
+
+
+def burst_check(attempt, hard, used, created, refused, quota, overshoot):
+    """Judge a burst of Jobs against a ResourceQuota ``quota`` of ``hard`` count/jobs.batch with ``used`` in use:
+    ``created`` Jobs got through, then ``refused`` (a ``refusal``, or None when the burst ended unrefused). Held
+    when the quota refused it within ``overshoot`` Jobs past its limit. ``attempt`` may name ``%(hard)d`` and
+    ``%(used)d``."""
+    result = refused_check(attempt % {"hard": hard, "used": used}, {"create Job %d" % (created + 1): refused},
+                           "ResourceQuota " + quota)
+    over = created - (hard - used)
+    result["expected"] += " within %d Jobs past the quota" % overshoot
+    result["observed"] = "%d created (%d past the quota), then %s" % (created, max(0, over), result["observed"])
+    result["passed"] = result["passed"] and hard > 0 and 0 <= over <= overshoot
+    return result
 
 
 def quota_reserved(workload):
@@ -87,12 +138,6 @@ def quota_reserved(workload):
         if condition.get("type") == "QuotaReserved":
             return condition
     return None
-
-
-def was_evicted(workload):
-    """True when Kueue evicted or preempted the Workload at least once."""
-    conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True" for c in conditions)
 
 
 def highest_class(allowed, platform_classes):
@@ -108,7 +153,7 @@ def forbidden_class(allowed, platform_classes):
     return others[0]["name"] if others else PROBE_PREFIX + "not-a-class"
 
 
-def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image="registry.k8s.io/pause:3.10",
+def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=None, image=PROBE_IMAGE,
               priority_class=None, pod_priority_class=None, containers=1, cpu="100m", memory="128Mi"):
     """A Job of ``pods`` pods of ``containers`` containers of ``gpus`` devices of ``resource`` each (and ``cpu``,
     ``memory``), labelled as a probe. Its pods pass the Pod Security restricted profile.
@@ -136,7 +181,7 @@ def probe_job(name, namespace, resource, gpus=1, pods=1, queue=None, seconds=Non
 
 
 def bare_pod(name, namespace, resource, per_container=1, containers=1, owner_uid=None,
-             image="registry.k8s.io/pause:3.10"):
+             image=PROBE_IMAGE):
     """A Pod outside any Job; with ``owner_uid`` it claims a Job as its controller (a forged owner reference)."""
     metadata = {"name": PROBE_PREFIX + name, "namespace": namespace, "labels": {PROBE_LABEL: "isolation"}}
     if owner_uid:
@@ -219,9 +264,9 @@ def device_door_jobs(namespace, resource, grace_max):
     return jobs
 
 
-def privileged_pod(name, namespace, image="registry.k8s.io/pause:3.10"):
+def privileged_pod(name, namespace, image=PROBE_IMAGE):
     """A Pod with no GPU and a privileged container (for Pod Security's own refusal)."""
-    pod = bare_pod(name, namespace, "nvidia.com/gpu", per_container=0, image=image)
+    pod = bare_pod(name, namespace, GPU_RESOURCE, per_container=0, image=image)
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     return pod
 

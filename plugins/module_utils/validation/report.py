@@ -2,13 +2,22 @@
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
 """The validation report: a JSON document and a Markdown page a person can read, built from scenario results
-(``validation.py``). Pure logic, no cluster access, no file writes (the ``validation_report`` module writes)."""
+(``scenarios.py``, ``isolation.py``, ``monitoring/checks.py``). Pure logic, no cluster access, no file writes (the
+``validation_report`` module writes).
+
+A scenario result is ``{"name", "title", "checks": [check(...)], "metrics": {...}, "timeline": [...]}`` (and
+optionally ``"images"``); ``check`` is the one row type every scenario's checks are made of."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import json
+
+
+def check(check, expected, observed, passed):
+    """One row of the report: what was checked, what was expected, what was observed and whether it passed."""
+    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
 def report_document(cluster, tenants, scenarios, generated_at):

@@ -4,29 +4,27 @@
 """The validation scenarios' bookkeeping: which load Jobs to submit and which checks pass, judged only from
 what Kueue and Kubernetes decided (``kueue_admission_info`` results, Job, Pod and Event objects).
 
-Pure logic, no cluster access. A scenario result is a dict ``{"name", "title", "checks": [{"check",
-"expected", "observed", "passed"}], "metrics": {...}, "timeline": [...]}`` that ``report.py`` renders.
+Pure logic, no cluster access. A scenario result is a dict ``{"name", "title", "checks": [report.check rows],
+"metrics": {...}, "timeline": [...]}`` that ``report.py`` renders.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests
-
-JOB_PREFIX = "fairgpu-val-"
-# Kueue's Workload condition reasons for a preemption (Preempted condition) and the eviction it causes.
-PREEMPTION_REASONS = ("InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing")
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests, preempted as _was_preempted
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check as _check
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
 
 
-def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, start=0, backlog=False):
+def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX, gpus=1, start=0, backlog=False):
     """``count`` load Job descriptions for ``tenant`` (a normalised tenant), for the ``load-jobs`` template:
     ``{name, namespace, queue, tenant, scenario, seconds, resource, gpus, backlog}``. Names are
     ``fairgpu-val-<scenario>-<tenant>-<index>``; ``gpus`` per Job (devices), ``seconds`` of run time;
     ``backlog``: labelled ``fairgpu.io/backlog`` (queued to load Kueue, deleted after the measurement)."""
     return [
         {
-            "name": "%s%s-%s-%d" % (JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
+            "name": "%s%s-%s-%d" % (LOAD_JOB_PREFIX, scenario.replace("_", "-"), tenant["name"], index),
             "namespace": tenant["namespaces"][0],
             "queue": tenant["name"] + queue_suffix,
             "tenant": tenant["name"],
@@ -40,12 +38,8 @@ def load_jobs(tenant, count, scenario, seconds, queue_suffix="-queue", gpus=1, s
     ]
 
 
-def _check(check, expected, observed, passed):
-    return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
-
-
 def _scenario_workloads(info, scenario):
-    prefix = JOB_PREFIX + scenario.replace("_", "-") + "-"
+    prefix = LOAD_JOB_PREFIX + scenario.replace("_", "-") + "-"
     return [w for w in info["workloads"] if (w.get("job") or "").startswith(prefix)]
 
 
@@ -54,15 +48,8 @@ def _succeeded(jobs):
 
 
 def _preempted(workloads):
-    """Workloads Kueue preempted at least once: a Preempted condition that is True or whose reason is a
-    preemption reason (it turns False once the workload is admitted again, keeping the reason)."""
-    result = []
-    for w in workloads:
-        preempted = w["conditions"].get("Preempted") or {}
-        evicted = w["conditions"].get("Evicted") or {}
-        if preempted.get("reason") in PREEMPTION_REASONS or evicted.get("reason") == "Preempted":
-            result.append(w)
-    return result
+    """The workload summaries Kueue has preempted (``kueue_status.preempted``)."""
+    return [w for w in workloads if _was_preempted(w["conditions"])]
 
 
 def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
@@ -211,7 +198,7 @@ def _device_requests(pod, resource):
     (``kueue_status.pod_requests``)."""
     spec = pod.get("spec") or {}
     return (pod_requests(spec, resource),
-            pod_requests(spec, "nvidia.com/gpu") if resource != "nvidia.com/gpu" else 0)
+            pod_requests(spec, GPU_RESOURCE) if resource != GPU_RESOURCE else 0)
 
 
 def mig_result(tenants, guaranteed, extra, admitted, held, finished, pods, smi=None):

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The names fairgpu shares between its modules, module_utils and filters: resources, labels, annotations, API
+versions and the names of the objects it creates. Each is defined here once; everything in ``plugins/`` imports it.
+
+Upstream's names (NVIDIA's device plugin and GPU feature discovery, Kueue, Kubernetes) are written as upstream
+spells them; fairgpu's own are prefixed ``fairgpu``.
+
+Role YAML and Jinja templates cannot import Python, so some of these names are also written literally there;
+``YAML_LITERALS`` lists where, and ``tests/unit/test_names.py`` checks that the roles and playbooks use no other
+copy and that every listed file still says the name.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# --- NVIDIA: the device plugin's resources and GPU feature discovery's node labels --------------------------
+GPU_RESOURCE = "nvidia.com/gpu"
+# A MIG device under the ``mixed`` strategy: nvidia.com/mig-<profile>, such as nvidia.com/mig-2g.20gb.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+# --- Kueue (v1beta2, as pinned in files/toolchain/versions.env) ---------------------------------------------
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+# Kueue names a Job's Workload job-<job name>-<hash> (jobframework GetWorkloadNameForOwnerWithGVK).
+WORKLOAD_PREFIX = "job-"
+
+# --- Kubernetes ---------------------------------------------------------------------------------------------
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = {MANAGED_BY_LABEL: "fairgpu"}
+# The Job controller labels a Job's pods job-name=<job name>.
+JOB_NAME_LABEL = "job-name"
+
+# --- fairgpu's labels and annotations -----------------------------------------------------------------------
+TENANT_LABEL = "fairgpu.io/tenant"
+# Namespace annotation: the WorkloadPriorityClasses the tenant's Jobs may name (comma-separated), read by the
+# JOB_POLICY ValidatingAdmissionPolicy.
+PRIORITY_CLASSES_ANNOTATION = "fairgpu.io/workload-priority-classes"
+# A validation load Job queued behind the flood, deleted after the measurement.
+BACKLOG_LABEL = "fairgpu.io/backlog"
+# The isolation probe's Jobs and pods.
+PROBE_LABEL = "fairgpu.io/probe"
+
+# --- fairgpu's objects --------------------------------------------------------------------------------------
+# In every tenant namespace (kueue/objects.py namespace_objects).
+RESOURCE_QUOTA = "fairgpu-gpu-quota"
+LIMIT_RANGE = "fairgpu-defaults"
+TENANT_ROLE = "fairgpu-tenant"
+# The ValidatingAdmissionPolicies (and their bindings) on every namespace labelled TENANT_LABEL.
+GPU_POD_POLICY = "fairgpu-tenant-gpu-pods"
+JOB_POLICY = "fairgpu-tenant-jobs"
+# A tenant's LocalQueue is <tenant><suffix> (role variable tenants_local_queue_suffix).
+LOCAL_QUEUE_SUFFIX = "-queue"
+# Job name prefixes: the validation's load Jobs, and the isolation probe's objects.
+LOAD_JOB_PREFIX = "fairgpu-val-"
+PROBE_PREFIX = "fairgpu-probe-"
+# The isolation probe's pods only hold their devices.
+PROBE_IMAGE = "registry.k8s.io/pause:3.10"
+
+# Where role YAML and templates write one of these names literally (Jinja cannot import it), by name.
+YAML_LITERALS = {
+    "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
+                  "roles/tenants/vars/main.yml", "roles/validate/tasks/cleanup.yml"),
+    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/local.yml", "roles/tenants/tasks/main.yml",
+                         "roles/tenants/tasks/prune.yml", "roles/validate/tasks/main.yml"),
+    "QUEUE_LABEL": ("roles/validate/templates/load-jobs.yaml.j2",),
+    "TENANT_LABEL": ("roles/tenants/tasks/prune.yml", "roles/validate/templates/load-jobs.yaml.j2"),
+    "BACKLOG_LABEL": ("roles/validate/tasks/flood.yml", "roles/validate/templates/load-jobs.yaml.j2"),
+    "LOAD_JOB_PREFIX": ("roles/validate/tasks/cleanup.yml",),
+    "LOCAL_QUEUE_SUFFIX": ("roles/tenants/defaults/main.yml", "roles/tenants/meta/argument_specs.yml"),
+    "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/main.yml",
+                          "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml",
+                          "roles/tenants/tasks/plan.yml"),
+}
