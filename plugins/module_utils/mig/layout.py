@@ -39,7 +39,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GPU_MODELS,
     MIG_STRATEGIES,
