@@ -88,6 +88,13 @@ def test_kubeconfig_that_does_not_answer(tmp_path):
                                                  "cluster_api_timeout": 4}))
     assert run.rc != 0 and "cluster_kubeconfig: the API server of %s" % dead in run.messages()
     assert "did not answer within 4 s" in run.messages()
+    # tenants.yml and validate.yml read the cluster's record first: that read is their check that it answers.
+    for name in ("tenants.yml", "validate.yml"):
+        missing = playbook(name, "-e", json.dumps({"cluster_provider": "existing",
+                                                  "cluster_kubeconfig": str(tmp_path / "none.yaml")}))
+        assert missing.rc != 0 and "cluster_kubeconfig: %s does not exist" % (tmp_path / "none.yaml") in missing.messages()
+        run = playbook(name, "-e", json.dumps({"cluster_provider": "existing", "cluster_kubeconfig": str(dead)}))
+        assert run.rc != 0 and "cluster_kubeconfig: the API server of %s did not answer" % dead in run.messages()
 
 
 def test_unknown_path(cluster):
