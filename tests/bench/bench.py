@@ -28,7 +28,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.webhooks imp
 BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 VARS = {"cluster_name": "fairgpu-bench", "kueue_local_webhook_port": 49443, "kueue_local_metrics_port": 48443,
-        "kueue_local_health_port": 48081, "validate_results_dir": os.path.join(ROOT, "results", "bench")}
+        "kueue_local_health_port": 48081, "monitoring_prometheus_port": 49090, "monitoring_dcgm_exporter_port": 49400,
+        "validate_results_dir": os.path.join(ROOT, "results", "bench")}
 KUBECONFIG = os.path.expanduser("~/.local/share/fairgpu/kwok/clusters/fairgpu-bench/kubeconfig.yaml")
 ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
 
