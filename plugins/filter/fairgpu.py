@@ -50,6 +50,7 @@ class FilterModule(object):
             "mig_config_name": mig_layout.fairgpu_config_name,
             "mig_config_configmap": mig_nodes.configmap,
             "mig_config_node_errors": mig_nodes.node_errors,
+            "mig_config_node_warnings": mig_nodes.node_warnings,
             "mig_config_result_errors": mig_nodes.node_result_errors,
             "mig_config_waiting": mig_nodes.waiting_nodes,
             "tenant_reachable": quota.reachable,
