@@ -46,12 +46,6 @@ def configmap(document, name, namespace):
             "data": {"config.yaml": manifests.to_yaml(document)}}
 
 
-def waiting_nodes(nodes):
-    """Names of the nodes whose MIG manager has not finished (state neither success nor failed)."""
-    return sorted(n["metadata"]["name"] for n in nodes
-                  if (n["metadata"].get("labels") or {}).get(STATE_LABEL) not in ("success", "failed"))
-
-
 def node_gpus(node):
     """``(product, GPU count)`` of a Node dict: the simulated hardware annotations on the embedded cluster,
     else GFD's labels with any ``-MIG-<profile>`` suffix of the single strategy removed. Under ``single`` with MIG
