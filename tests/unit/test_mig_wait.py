@@ -78,7 +78,7 @@ def run(before, config):
 def test_stale_success_then_pending_then_success_is_waited_out():
     sequence, answers = run(partitioned(), "two-3g")
     assert sequence == "pending-success"
-    statuses = [status for status, _ in answers]
+    statuses = [status for status, _message in answers]
     # The stale success (old layout) while the manager checks, pending, the fresh success before the device plugin
     # republished: all waiting; ready only at the end.
     assert statuses[:-1] == ["waiting"] * (len(statuses) - 1) and statuses[-1] == "ready"
@@ -90,7 +90,7 @@ def test_already_applied_ends_at_once():
     # Same layout under another name: stale success, then success without pending (reconfigure.go: already applied).
     sequence, answers = run(partitioned(), "copy-of-default")
     assert sequence == "stale-success"
-    assert [status for status, _ in answers] == ["ready", "ready", "ready"]
+    assert [status for status, _message in answers] == ["ready", "ready", "ready"]
     # The same label again (a second site.yml run): the manager does nothing at all; the wait ends at once.
     node = partitioned()
     assert mig_wait.node_progress(DOC, DEFAULT, node, "mixed", node)[0] == "ready"
@@ -99,7 +99,7 @@ def test_already_applied_ends_at_once():
 def test_stale_then_failed_without_pending():
     sequence, answers = run(partitioned(), "not-in-the-file")
     assert sequence == "stale-failed"
-    assert [status for status, _ in answers] == ["waiting", "waiting", "failed"]
+    assert [status for status, _message in answers] == ["waiting", "waiting", "failed"]
     assert "could not apply 'not-in-the-file'" in answers[-1][1] and "keeps its previous layout" in answers[-1][1]
 
 
@@ -107,16 +107,16 @@ def test_pending_then_failed_keeps_the_old_layout():
     before = partitioned(annotations={mig_manager.APPLY_FAILS_ANNOTATION: "true"})
     sequence, answers = run(before, "two-3g")
     assert sequence == "pending-failed"
-    assert [status for status, _ in answers][-1] == "failed"
-    assert all(status == "waiting" for status, _ in answers[:-1])
+    assert [status for status, _message in answers][-1] == "failed"
+    assert all(status == "waiting" for status, _message in answers[:-1])
 
 
 def test_rebooting_is_waited_out():
     before = partitioned(annotations={mig_manager.REBOOT_ANNOTATION: "true"})
     sequence, answers = run(before, "two-3g")
     assert sequence == "pending-rebooting-success"
-    assert any("is rebooting" in message for _, message in answers)
-    assert [status for status, _ in answers][-1] == "ready"
+    assert any("is rebooting" in message for _status, message in answers)
+    assert [status for status, _message in answers][-1] == "ready"
 
 
 def test_a_stale_failed_of_another_config_is_no_answer():

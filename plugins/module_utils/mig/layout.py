@@ -454,7 +454,8 @@ def mig_config_errors(config, product, gpu_count, strategy="single", catalogue=N
     AssertValidFormat, v0.13.1), so a malformed config anywhere fails every node. Whether a config fits the
     model is decided when it is applied (``pkg/mig/reconfigure/reconfigure.go`` Run, v0.13.1: only the config
     the node's label selects): with ``selected`` only that config is checked against the model, each entry when
-    its ``device-filter`` (if any) names the model; without it every config is. ``catalogue``: the node's own catalogue entry (``catalogue_from_lgip``), which is then the
+    its ``device-filter`` (if any) names the model; without it every config is. ``catalogue``: the node's own
+    catalogue entry (``catalogue_from_lgip``), which is then the
     authority over the built-in one. Returns a list of messages, each naming the config, entry, field, model
     and profile concerned and what to change; [] when valid. Never raises, whatever the input.
     """
