@@ -17,6 +17,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolv
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
@@ -50,8 +51,10 @@ class FilterModule(object):
             "mig_config_name": mig_layout.fairgpu_config_name,
             "mig_config_configmap": mig_nodes.configmap,
             "mig_config_node_errors": mig_nodes.node_errors,
+            "mig_config_node_warnings": mig_nodes.node_warnings,
             "mig_config_result_errors": mig_nodes.node_result_errors,
-            "mig_config_waiting": mig_nodes.waiting_nodes,
+            "mig_config_progress": mig_wait.progress,
+            "mig_config_timeout_message": mig_wait.timeout_message,
             "tenant_reachable": quota.reachable,
             "load_jobs": validation.load_jobs,
             "baseline_result": validation.baseline_result,

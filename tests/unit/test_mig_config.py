@@ -163,3 +163,72 @@ def test_the_nodes_own_profile_list_is_the_authority():
     assert mig_nodes.node_catalogue(pcie, "NVIDIA-H100-PCIe") is None, "no -lgip known: the built-in catalogue"
     assert mig_nodes.node_errors(DOC, NAME, [pcie], "mixed", {"gpu-node-0": "garbage"})[0].startswith(
         "node gpu-node-0: its nvidia-smi mig -lgip output cannot be read")
+
+
+# Issue 13 item 3: only the selected config must fit (mig-parted v0.13.1 pkg/mig/reconfigure/reconfigure.go Run
+# applies only the config the node's label names), every config must parse (api/spec/v1/spec.go parses the whole
+# file first), and the others' misfits are warnings.
+A30 = "NVIDIA-A30"
+ONE_BIG = {"one-big": [{"devices": "all", "mig-enabled": True, "mig-devices": {"4g.24gb": 1}}]}
+
+
+def test_the_unselected_default_does_not_block_a_layout_that_fits():
+    # fairgpu's own 2 x 2g.20gb does not exist on an A30; the user selects a layout the A30 can take.
+    document = mig_nodes.config_document(layouts=ONE_BIG)
+    a30 = node(product=A30, count=4)
+    assert mig_nodes.node_errors(document, "one-big", [a30], "mixed") == []
+    warnings = mig_nodes.node_warnings(document, "one-big", [a30], "mixed")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "not selected (nvidia.com/mig.config=one-big), so not applied; on node gpu-node-0 it would fail: "
+        "mig-configs.fairgpu-2x2g.20gb[0].mig-devices: NVIDIA-A30 does not offer MIG profile '2g.20gb'")
+    # Selected, the default is judged against the node: an error.
+    assert "does not offer MIG profile '2g.20gb'" in mig_nodes.node_errors(document, NAME, [a30], "mixed")[0]
+
+
+def test_a_stock_config_for_other_models_is_no_error_and_warnings_name_every_node():
+    document = mig_nodes.config_document(layouts={"all-1g.5gb": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]})
+    nodes = [node(), node("gpu-node-1")]
+    assert mig_nodes.node_errors(document, NAME, nodes, "mixed") == []
+    assert mig_nodes.node_warnings(document, NAME, nodes, "mixed") == [
+        "not selected (nvidia.com/mig.config=fairgpu-2x2g.20gb), so not applied; on node gpu-node-0, gpu-node-1 it "
+        "would fail: mig-configs.all-1g.5gb[0].mig-devices: NVIDIA-H100-80GB-HBM3 does not offer MIG profile "
+        "'1g.5gb'; valid profiles are " + ", ".join(
+            ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"])]
+    # Too many GPUs, too many instances, no placement: fit problems too, so warnings only when not selected.
+    for entry in ({"devices": [9], "mig-enabled": True, "mig-devices": {"2g.20gb": 1}},
+                  {"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 4}},
+                  {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2, "1g.10gb": 1}}):
+        other = mig_nodes.config_document(layouts={"other": [entry]})
+        assert mig_nodes.node_errors(other, NAME, nodes, "single") == []
+        assert len(mig_nodes.node_warnings(other, NAME, nodes, "single")) == 1
+        assert mig_nodes.node_errors(other, "other", nodes, "single")
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"devices": "all", "mig-enabled": True, "mig-devices": {"0": {"gi-profile": "2g.20gb"}}}, "mig-devices"),
+    ({"devices": 7, "mig-enabled": True, "mig-devices": {"2g.20gb": 2}}, "devices"),
+    ({"devices": "all", "mig-enabled": "yes", "mig-devices": {"2g.20gb": 2}}, "mig-enabled"),
+    ({"devices": "all", "mig-enabled": True, "mig-devices": {"big": 1}}, "'big' is not a MIG profile name"),
+    ({"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": -1}}, "whole number"),
+    ({"devices": "all", "mig-enabled": False, "mig-devices": {"2g.20gb": 1}}, "mig-enabled is false"),
+    ({"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 1}, "gpus": 2}, "unknown field"),
+    ({"mig-enabled": True, "mig-devices": {"2g.20gb": 1}}, "devices is missing"),
+    ({"devices": [0, 0], "mig-enabled": False}, "twice"),
+])
+def test_a_malformed_unselected_config_is_an_error(entry, message):
+    # mig-parted cannot read the file at all (spec.go), so the selected config would fail as well.
+    document = mig_nodes.config_document(layouts={"broken": [entry]})
+    errors = mig_nodes.node_errors(document, NAME, [node()], "mixed")
+    assert errors and all(e.startswith("node gpu-node-0 (8 x NVIDIA-H100-80GB-HBM3): mig-configs.broken[0]")
+                          for e in errors), errors
+    assert any(message in e for e in errors), errors
+    assert mig_nodes.node_warnings(document, NAME, [node()], "mixed") == []
+
+
+def test_the_simulated_manager_applies_the_selected_config_beside_a_misfit_one():
+    document = mig_nodes.config_document(layouts=ONE_BIG)
+    a30 = node(product=A30, count=4)["metadata"]["annotations"]
+    applied = simulated_node.desired_node("gpu-node-0", a30, {"nvidia.com/mig.config": "one-big"}, "mixed", document)
+    assert applied["mig_state"] == "success", applied["errors"]
+    assert applied["resources"]["nvidia.com/mig-4g.24gb"] == 4

@@ -49,6 +49,10 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
 PROFILE_NAME = re.compile(r"^([1-8])g\.[0-9]+gb")
+# The shape of a MIG profile name whatever the model (go-nvlib's ParseMigProfile, used by mig-parted's
+# pkg/types/mig_profile.go AssertValidMigProfileFormat at v0.13.1): [<C>c.]<G>g.<M>gb with attributes such as
+# +me, +me.all, +gfx, -me.
+PROFILE_FORMAT = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+[a-z]+(\.all)?)*(-[a-z]+)?$")
 # -lgip's attribute columns in the order it prints them: SM DEC ENC on a profile's first line, CE JPEG OFA below.
 ATTRIBUTES = ("sm", "dec", "enc", "ce", "jpeg", "ofa")
 # GFD's engine labels (nvidia.com/mig-<profile>.engines.<name>) -> -lgip attribute.
@@ -379,7 +383,8 @@ def _fit_errors(where, mig_devices, model):
 
 
 def _entry(where, entry, model, gpu_count, errors):
-    """Check one mig-parted entry; return ``(GPU indices it sets or None, {profile: count} or None)``."""
+    """Check one mig-parted entry; return ``(GPU indices it sets or None, {profile: count} or None)``. With
+    ``model`` None only the format is checked (what mig-parted's parser refuses in any config of the file)."""
     if _wrong_format(entry):
         errors.append('%s.mig-devices: maps a profile name to a count, e.g. {"2g.20gb": 2}; it is not keyed by GPU '
                       "index and has no gi-profile field: put the GPU indices in devices" % where)
@@ -390,7 +395,10 @@ def _entry(where, entry, model, gpu_count, errors):
             errors.append("%s: the required field %s is missing" % (where, field))
     devices, indices = entry.get("devices"), None
     if devices == "all":
-        indices = list(range(gpu_count))
+        indices = list(range(gpu_count)) if model else None
+    elif isinstance(devices, list) and devices and all(_whole(index) for index in devices) and not model:
+        if len(set(devices)) != len(devices):
+            errors.append("%s.devices: %r lists a GPU twice" % (where, devices))
     elif isinstance(devices, list) and devices and all(_whole(index) for index in devices):
         indices = sorted(set(index for index in devices if 0 <= index < gpu_count))
         for index in sorted(set(devices) - set(indices)):
@@ -403,7 +411,7 @@ def _entry(where, entry, model, gpu_count, errors):
                       "devices: [%s])" % (where, devices, devices if _whole(devices) else 0))
     if _filters(entry) is None:
         errors.append("%s.device-filter: give a PCI device ID such as %s or a list of them, got %r"
-                      % (where, model["pci_device_id"], entry.get("device-filter")))
+                      % (where, model["pci_device_id"] if model else "0x233010DE", entry.get("device-filter")))
     enabled, mig_devices = entry.get("mig-enabled"), entry.get("mig-devices")
     if "mig-enabled" in entry and not isinstance(enabled, bool):
         errors.append("%s.mig-enabled: must be true or false, got %r" % (where, enabled))
@@ -411,7 +419,9 @@ def _entry(where, entry, model, gpu_count, errors):
         errors.append("%s.mig-devices: given although mig-enabled is false; mig-parted rejects that" % where)
     layout = None
     if enabled is True and not _wrong_format(entry):
-        layout = _instances(where, mig_devices, model, _applies(entry, model), errors)
+        layout = _instances(where, mig_devices, model, bool(model) and _applies(entry, model), errors)
+    if not model:
+        return None, layout
     usable = (isinstance(enabled, bool) and _filters(entry) is not None and _applies(entry, model)
               and (layout is not None or not enabled))
     return (indices if usable else None), layout
@@ -428,11 +438,17 @@ def _instances(where, mig_devices, model, applies, errors):
         errors.append("%s.mig-devices: %r: the count must be a whole number >= 0, got %r" % (where, profile, count))
     if bad:
         return None
+    malformed = [profile for profile in mig_devices or {} if not PROFILE_FORMAT.match(profile)]
+    for profile in malformed:
+        errors.append("%s.mig-devices: %r is not a MIG profile name (<compute>g.<memory>gb, e.g. 2g.20gb or "
+                      "1g.10gb+me); mig-parted cannot read the file" % (where, profile))
+    if malformed:
+        return None
     layout = {profile: count for profile, count in (mig_devices or {}).items() if count}
     if not layout:
         errors.append("%s.mig-devices: MIG is enabled but no instances are listed; such a GPU serves no pods (and "
                       "GFD labels the node %s-MIG-INVALID under the single strategy): list instances or set "
-                      "mig-enabled: false" % (where, model["product"]))
+                      "mig-enabled: false" % (where, model["product"] if model else "<model>"))
         return None
     fit = _fit_errors("%s.mig-devices" % where, layout, model) if applies else []
     errors.extend(fit)
@@ -460,7 +476,7 @@ def _config_errors(name, entries, model, gpu_count, strategy):
         errors.append("%s: GPU %s set by both entry %d and entry %d; each GPU may be covered by one entry"
                       % (where, ", ".join(map(str, indices)), first, second))
     enabled = {index: layout for index, layout in layouts.items() if layout is not None}
-    if strategy == "single" and enabled:
+    if model and strategy == "single" and enabled:
         profiles = sorted(set(profile for layout in enabled.values() for profile in layout))
         disabled = sorted(set(layouts) - set(enabled))
         if len(profiles) > 1:
@@ -473,12 +489,17 @@ def _config_errors(name, entries, model, gpu_count, strategy):
     return errors
 
 
-def mig_config_errors(config, product, gpu_count, strategy="single", catalogue=None):
+def mig_config_errors(config, product, gpu_count, strategy="single", catalogue=None, selected=None):
     """Every problem of a mig-parted ``config`` (the parsed ``config.yaml`` of the MIG manager's ConfigMap) for a
     node with ``gpu_count`` GPUs of ``product`` under the GPU Operator's ``mig.strategy`` ``strategy``.
 
-    All configs in ``mig-configs`` are checked, each entry against the model when its ``device-filter`` (if any)
-    names the model. ``catalogue``: the node's own catalogue entry (``catalogue_from_lgip``), which is then the
+    Every config in ``mig-configs`` is checked for format: mig-parted parses the whole file before it selects a
+    config (``api/spec/v1/spec.go`` Spec/MigConfigSpec UnmarshalJSON and ``pkg/types/mig_config.go``
+    AssertValidFormat, v0.13.1), so a malformed config anywhere fails every node. Whether a config fits the
+    model is decided when it is applied (``pkg/mig/reconfigure/reconfigure.go`` Run, v0.13.1: only the config
+    the node's label selects): with ``selected`` only that config is checked against the model, each entry when
+    its ``device-filter`` (if any) names the model; without it every config is. ``catalogue``: the node's own
+    catalogue entry (``catalogue_from_lgip``), which is then the
     authority over the built-in one. Returns a list of messages, each naming the config, entry, field, model
     and profile concerned and what to change; [] when valid. Never raises, whatever the input.
     """
@@ -500,7 +521,8 @@ def mig_config_errors(config, product, gpu_count, strategy="single", catalogue=N
     if not isinstance(configs, dict) or not configs:
         return errors + ["mig-configs: give a mapping of config name -> list of entries"]
     for name, entries in configs.items():
-        errors.extend(_config_errors(name, entries, model, gpu_count, strategy))
+        fit = selected is None or name == selected
+        errors.extend(_config_errors(name, entries, model if fit else None, gpu_count, strategy))
     return errors
 
 
@@ -516,7 +538,9 @@ def applied_layout(config, name, product, gpu_count, catalogue=None):
     ``{profile: count}`` for a GPU with MIG enabled and None for one with MIG disabled or not covered by an
     entry (mig-parted leaves those alone; fairgpu's GPUs start with MIG disabled). Raises MigLayoutError
     when ``config`` is invalid or has no config ``name``."""
-    validate_mig_config(config, product, gpu_count, "mixed", catalogue)
+    errors = mig_config_errors(config, product, gpu_count, "mixed", catalogue, selected=name)
+    if errors:
+        raise MigLayoutError(errors)
     model = mig_model(product, catalogue)
     if name not in config["mig-configs"]:
         raise MigLayoutError("the mig-parted config has no config %r; it has %s"

@@ -44,12 +44,6 @@ def configmap(document, name, namespace):
             "data": {"config.yaml": manifests.to_yaml(document)}}
 
 
-def waiting_nodes(nodes):
-    """Names of the nodes whose MIG manager has not finished (state neither success nor failed)."""
-    return sorted(n["metadata"]["name"] for n in nodes
-                  if (n["metadata"].get("labels") or {}).get(STATE_LABEL) not in ("success", "failed"))
-
-
 def node_gpus(node):
     """``(product, GPU count)`` of a Node dict: the simulated hardware annotations on the embedded cluster,
     else GFD's labels with any ``-MIG-<profile>`` suffix of the single strategy removed. Under ``single`` with MIG
@@ -79,6 +73,9 @@ def node_catalogue(node, product, lgip=None):
 def node_errors(document, name, nodes, strategy, lgip=None):
     """Every reason ``document``'s config ``name`` cannot be applied to ``nodes`` under the GPU Operator's
     ``strategy``, one message per problem naming the node, GPU model and what to change; [] when it can.
+    Only the selected config must fit the nodes (the MIG manager applies only it); every config must be well
+    formed, since mig-parted reads the whole file first (``mig_layout.mig_config_errors``). The other configs'
+    fit is ``node_warnings``' business.
     ``lgip``: ``{node name: nvidia-smi mig -lgip stdout}`` where known (``node_catalogue``)."""
     if not nodes:
         return ["mig_config_node_selector: no node matches; the layout has no GPU to partition"]
@@ -91,13 +88,37 @@ def node_errors(document, name, nodes, strategy, lgip=None):
         except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError) as exc:
             errors.append("node %s: its nvidia-smi mig -lgip output cannot be read: %s" % (node_name, exc))
             continue
-        problems = mig_layout.mig_config_errors(document, product, count, strategy, catalogue)
+        problems = mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=name)
         configs = document.get("mig-configs") if isinstance(document, dict) else None
         if not problems and isinstance(configs, dict) and name not in configs:
             problems = ["mig_config_selected: %r is not a config of the document; it has %s"
                         % (name, ", ".join(sorted(configs)))]
         errors.extend("node %s (%d x %s): %s" % (node_name, count, product, problem) for problem in problems)
     return errors
+
+
+def node_warnings(document, name, nodes, strategy, lgip=None):
+    """What the configs other than ``name`` would do wrong on ``nodes`` (a stock ``all-balanced``, fairgpu's own
+    default while the user selects another): nothing applies them, so these are warnings, one per problem with
+    the nodes it concerns. Format problems are ``node_errors``'; unreadable nodes are skipped here."""
+    configs = document.get("mig-configs") if isinstance(document, dict) else None
+    if not isinstance(configs, dict):
+        return []
+    found = {}
+    for node in nodes or []:
+        product, count = node_gpus(node)
+        try:
+            catalogue = node_catalogue(node, product, (lgip or {}).get(node["metadata"]["name"]))
+        except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError):
+            continue
+        if mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=""):
+            return []  # malformed or an unknown model: node_errors says so
+        for other in sorted(set(configs) - set([name]), key=str):
+            for problem in mig_layout.mig_config_errors(document, product, count, strategy, catalogue,
+                                                        selected=other):
+                found.setdefault(problem, []).append(node["metadata"]["name"])
+    return ["not selected (nvidia.com/mig.config=%s), so not applied; on node %s it would fail: %s"
+            % (name, ", ".join(sorted(set(names))), problem) for problem, names in sorted(found.items())]
 
 
 def expected_resources(document, name, node, strategy):

@@ -97,7 +97,8 @@ def desired_node(name, annotations, labels, mig_strategy, mig_config=None):
     selected = labels.get(MIG_CONFIG_LABEL) if mig_config is not None else None
     state, errors = None, []
     if selected is not None:
-        errors = mig_layout.mig_config_errors(mig_config, product, count, "mixed")
+        # Like mig-parted: the whole file must parse, only the selected config must fit (mig_config_errors).
+        errors = mig_layout.mig_config_errors(mig_config, product, count, "mixed", selected=selected)
         if not errors and selected not in mig_config.get("mig-configs", {}):
             errors = ["%s=%s: the MIG manager's config has no such config; it has %s"
                       % (MIG_CONFIG_LABEL, selected, ", ".join(sorted(mig_config["mig-configs"])))]
