@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import MIG_CONFIG_LABEL, MIG_STATE_LABEL
@@ -51,7 +52,7 @@ def _label_errors(document, name, node, strategy):
         wanted = mig_layout.gfd_mig_labels(product, count, layout, strategy)
     except mig_layout.MigLayoutError as exc:
         return ["node %s: %s" % (node["metadata"]["name"], exc)]
-    keys = sorted(set(k for k in list(wanted) + list(labels) if k.startswith("nvidia.com/mig-") and k.endswith(".count")))
+    keys = sorted(set(k for k in list(wanted) + list(labels) if k.startswith(MIG_RESOURCE_PREFIX) and k.endswith(".count")))
     return ["node %s: label %s is %s, expected %s" % (node["metadata"]["name"], key, labels.get(key), wanted.get(key))
             for key in keys if labels.get(key) != wanted.get(key)]
 
