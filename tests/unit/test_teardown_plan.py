@@ -116,7 +116,7 @@ def test_confirmed_existing_cluster_deletes_fairgpus_objects_in_order():
     ]
     # the namespaced objects go with their namespaces, and are listed as such
     assert "  delete ResourceQuota team-a/fairgpu-gpu-quota (with its namespace)" in plan["lines"]
-    assert plan["message"] == "Confirmed for prod-eu: removing 12 objects."
+    assert plan["message"] == "Confirmed for prod-eu: removing fairgpu's objects (12 deletions)."
 
 
 def test_a_namespace_that_existed_before_fairgpu_stays_without_fairgpus_labels():
@@ -200,7 +200,7 @@ def test_helm_releases_fairgpu_did_not_install_are_never_uninstalled():
     plan = teardown.teardown_plan(results([], secrets=secrets), EXISTING, confirm="prod-eu", uninstall_releases=True)
     assert plan["uninstall"] == [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator"}]
     assert "Helm release kueue-system/kueue (chart kueue 0.19.2)" in {k["what"] for k in plan["keep"]}
-    assert plan["message"] == "Confirmed for prod-eu: removing 0 objects and 1 Helm releases."
+    assert plan["message"] == "Confirmed for prod-eu: removing fairgpu's objects (0 deletions, 1 Helm releases)."
     # not confirmed: nothing at all, whatever the second flag says
     assert not teardown.teardown_plan(results([], secrets=secrets), EXISTING, uninstall_releases=True)["confirmed"]
 

@@ -292,13 +292,13 @@ def teardown_plan(results, target, confirm="", uninstall_releases=False):
         _plan_existing(plan, results, uninstall_releases)
         lines.insert(0, "%s: existing cluster (%s). The cluster itself stays; fairgpu removes only what it "
                         "created." % (host, _where(target)))
-        total = "%d objects%s" % (len(plan["delete"]), " and %d Helm releases" % len(plan["uninstall"])
-                                  if plan["uninstall"] else "")
+        total = "fairgpu's objects (%d deletions%s)" % (
+            len(plan["delete"]), ", %d Helm releases" % len(plan["uninstall"]) if plan["uninstall"] else "")
     if confirmed:
         plan["message"] = "Confirmed for %s: removing %s." % (host, total)
     else:
-        plan["message"] = ("Not confirmed: nothing was removed from %s. To remove %s listed above, run the "
-                           "teardown again with %s" % (host, total, flag))
+        plan["message"] = ("Not confirmed: nothing was removed from %s. To remove what is listed above, run the "
+                           "teardown again with %s" % (host, flag))
     return plan
 
 
