@@ -61,7 +61,8 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"l
 
 
 def run(*argv, **kwargs):
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=kwargs.pop("timeout", 300), **kwargs)
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=kwargs.pop("timeout", 300), check=False,
+                          **kwargs)
 
 
 def kubectl(kubeconfig, *args, stdin=None):
@@ -234,7 +235,8 @@ class Project:
 
     def playbook(self, name, *args, inventory="hosts.yml", timeout=900):
         cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "fairgpu.tenancy." + name] + list(args)
-        proc = subprocess.run(cmd, cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
         return PlaybookRun(proc)
 
     def tree(self):
@@ -405,9 +407,8 @@ def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch
     assert kubectl(TARGET_KUBECONFIG, "get", "--raw", "/readyz").stdout == "ok"
     assert kubectl(TARGET_KUBECONFIG, "get", "crd", "-o", "name").stdout.split() == crds
     assert all("customresourcedefinition.apiextensions.k8s.io/%s.kueue.x-k8s.io" % c in crds for c in KUEUE_CRDS)
-    assert sorted(s["metadata"]["name"] for s in kubectl_json(TARGET_KUBECONFIG, "get", "secrets", "-A", "-l",
-                                                                "owner=helm")["items"]) == \
-        sorted(s["metadata"]["name"] for s in helm)
+    releases = kubectl_json(TARGET_KUBECONFIG, "get", "secrets", "-A", "-l", "owner=helm")["items"]
+    assert sorted(s["metadata"]["name"] for s in releases) == sorted(s["metadata"]["name"] for s in helm)
     again = project.playbook("teardown", "-e", "teardown_confirm=target", inventory="existing.yml")
     assert again.rc == 0 and again.stats.get("changed", 0) == 0, again.changed_tasks()
 
@@ -429,6 +430,6 @@ def test_the_decoy_saw_nothing(decoy, watch):
         assert handle.read() == watch["user_config"]
     after = decoy.state()
     before = watch["before"]
-    assert after["processes"] == before["processes"] and all(cmd for _, cmd in after["processes"].values())
+    assert after["processes"] == before["processes"] and all(cmd for pid, cmd in after["processes"].values())
     assert after["ports"] == before["ports"] and after["ports"]
     assert after["objects"] == before["objects"]

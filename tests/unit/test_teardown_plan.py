@@ -223,8 +223,8 @@ def test_release_marker_only_for_a_release_fairgpu_installs():
 
 
 def test_kubeconfig_server():
-    kubeconfig = {"current-context": "a", "contexts": [{"name": "a", "context": {"cluster": "ca"}},
-                                                        {"name": "b", "context": {"cluster": "cb"}}],
+    kubeconfig = {"current-context": "a",
+                  "contexts": [{"name": "a", "context": {"cluster": "ca"}}, {"name": "b", "context": {"cluster": "cb"}}],
                   "clusters": [{"name": "ca", "cluster": {"server": "https://a:6443"}},
                                {"name": "cb", "cluster": {"server": "https://b:6443"}}]}
     assert teardown.kubeconfig_server(kubeconfig) == "https://a:6443"

@@ -47,15 +47,25 @@ import base64
 import json
 import zlib
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import (
-    KUEUE_API, MANAGED_BY, PRODUCT_LABEL, TENANT_LABEL, flavor_name)
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.isolation import PROBE_LABEL, PROBE_PREFIX
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import JOB_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    ADMISSION_API, GPU_POD_POLICY, GPU_PRODUCT_LABEL, JOB_POLICY, KUEUE_API, LIMIT_RANGE, LOAD_JOB_PREFIX,
+    MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL,
+    TENANT_ROLE)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_name
 
-FIELD_MANAGER = "fairgpu"
-MANAGED_BY_SELECTOR = "%s=%s" % next(iter(MANAGED_BY.items()))
+# The field manager of fairgpu's server-side applies (field_manager: fairgpu in the roles).
+FIELD_MANAGER = MANAGED_BY[MANAGED_BY_LABEL]
+MANAGED_BY_SELECTOR = "%s=%s" % (MANAGED_BY_LABEL, FIELD_MANAGER)
+# The label of the validation's load Jobs (roles/validate/templates/load-jobs.yaml.j2).
 VALIDATION_LABEL = "fairgpu.io/validation"
-NAME_PREFIX = "fairgpu"
+# fairgpu's own names begin so (names.py: "fairgpu's own are prefixed fairgpu").
+NAME_PREFIX = FIELD_MANAGER
+# Objects whose names fairgpu fixes (names.py), by kind.
+FIXED_NAMES = {
+    "ResourceQuota": (RESOURCE_QUOTA,), "LimitRange": (LIMIT_RANGE,), "Role": (TENANT_ROLE,),
+    "RoleBinding": (TENANT_ROLE,), "ValidatingAdmissionPolicy": (GPU_POD_POLICY, JOB_POLICY),
+    "ValidatingAdmissionPolicyBinding": (GPU_POD_POLICY, JOB_POLICY),
+}
 # The value fairgpu puts into the values of a Helm release it installs (helm get values shows it).
 RELEASE_MARKER = {"fairgpu": {"installedBy": "fairgpu.tenancy"}}
 # The charts fairgpu installs on a cluster that is not the embedded one, and what uninstalling each takes along.
@@ -69,8 +79,8 @@ CHART_EFFECTS = {
 CONFIRM_FLAG = "teardown_confirm"
 UNINSTALL_FLAG = "teardown_uninstall_releases"
 
-_ADMISSION = "admissionregistration.k8s.io/v1"
-_RBAC = "rbac.authorization.k8s.io/v1"
+_ADMISSION = ADMISSION_API
+_RBAC = RBAC_API
 _MONITORING = "monitoring.coreos.com/v1"
 # (apiVersion, kind) in the order teardown deletes them; namespaced objects in a Namespace that goes are not
 # deleted one by one.
@@ -173,15 +183,18 @@ def _fairgpu_name(kind, obj):
     if kind == "ClusterQueue":
         return bool(tenant) and name == tenant
     if kind == "LocalQueue":
+        # "default" (Kueue's LocalQueueDefaulting) and <tenant><tenants_local_queue_suffix>.
         return bool(tenant) and (name == "default" or name.startswith(tenant))
     if kind == "ResourceFlavor":
-        product = _dict(_spec(obj).get("nodeLabels")).get(PRODUCT_LABEL)
+        product = _dict(_spec(obj).get("nodeLabels")).get(GPU_PRODUCT_LABEL)
         return isinstance(product, str) and name == flavor_name(product)
     if kind == "Job":
-        return name.startswith(JOB_PREFIX) or (PROBE_LABEL in labels and name.startswith(PROBE_PREFIX))
+        return name.startswith(LOAD_JOB_PREFIX) or (PROBE_LABEL in labels and name.startswith(PROBE_PREFIX))
+    if kind in FIXED_NAMES:
+        return name in FIXED_NAMES[kind]
     if kind in ("Namespace", "Cohort", "WorkloadPriorityClass", "ConfigMap"):
         # Their names come from the inventory (tenant namespaces, tenants_cohort, tenants_workload_priority_classes,
-        # the MIG manager's ConfigMap): fairgpu's label is what marks them.
+        # the MIG manager's ConfigMap, the run record): fairgpu's label is what marks them.
         return True
     return name.startswith(NAME_PREFIX)
 
