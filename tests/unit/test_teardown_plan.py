@@ -134,6 +134,11 @@ def test_a_namespace_that_existed_before_fairgpu_stays_without_fairgpus_labels()
                                                   "before fairgpu or is shared"} in plan["keep"]
 
 
+def test_nothing_left_says_so():
+    plan = teardown.teardown_plan(results([]), EXISTING, confirm="prod-eu")
+    assert plan["delete"] == [] and "  nothing of fairgpu's to remove" in plan["lines"]
+
+
 def test_status_writers_and_missing_managed_fields():
     ns = {"metadata": {"name": "x", "managedFields": FAIRGPU_SSA + [{"manager": "kcm", "subresource": "status"}]}}
     assert teardown.other_writers(ns) == []

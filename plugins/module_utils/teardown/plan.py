@@ -395,7 +395,7 @@ def _plan_existing(plan, results, uninstall_releases):
             plan["uninstall"].append({"name": release["name"], "namespace": release["namespace"],
                                       "chart": release.get("chart")})
             lines.append("  uninstall %s: it %s" % (what, effect))
-    if not plan["delete"] and not plan["uninstall"]:
+    if not plan["delete"] and not plan["uninstall"] and not plan["strip"]:
         lines.append("  nothing of fairgpu's to remove")
     lines.append("  keep every CustomResourceDefinition, and every object fairgpu did not create")
     lines.extend("  keep %s: %s" % (k["what"], k["reason"]) for k in keep)
