@@ -162,7 +162,32 @@ def test_the_nodes_own_profile_list_is_the_authority():
     assert mig_nodes.node_catalogue(pcie, "NVIDIA-H100-PCIe", lgip) is not None
     assert mig_nodes.node_catalogue(pcie, "NVIDIA-H100-PCIe") is None, "no -lgip known: the built-in catalogue"
     assert mig_nodes.node_errors(DOC, NAME, [pcie], "mixed", {"gpu-node-0": "garbage"})[0].startswith(
-        "node gpu-node-0: its nvidia-smi mig -lgip output cannot be read")
+        "node gpu-node-0: its nvidia-smi MIG report cannot be read")
+
+
+# The GPU model of test_nvidia_smi_full (real 7-slice -lgip of an H100 PCIe, driver R570, and the MIG User Guide's
+# -lgipp) under a product name the built-in catalogue lacks: the node's discovered report decides.
+FUTURE = "NVIDIA-Future-GPU"
+
+
+def test_a_model_outside_the_catalogue_is_checked_from_its_discovered_report():
+    from test_nvidia_smi_full import LGIP, LGIPP
+
+    future = node(product=FUTURE, count=1)
+    fits = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
+                                                   "mig-devices": {"3g.40gb": 1, "1g.10gb": 3}}]}}
+    report = {"gpu-node-0": {"mig -lgip": LGIP, "mig -lgipp": LGIPP}}
+    assert mig_nodes.node_errors(fits, "x", [future], "mixed", {}, report) == []
+    # The user's own -lgip (mig_config_node_lgip) is taken over the discovered one; the placements stay.
+    assert mig_nodes.node_errors(fits, "x", [future], "mixed", {"gpu-node-0": LGIP}, report) == []
+    too_big = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": {"3g.40gb": 2, "1g.10gb": 1}}]}}
+    (error,) = mig_nodes.node_errors(too_big, "x", [future], "mixed", {}, report)
+    assert error.startswith("node gpu-node-0 (1 x %s): " % FUTURE) and "cannot be placed" in error
+    # Without -lgipp its slices and placements are known nowhere: the message says that, not "cannot be read".
+    (error,) = mig_nodes.node_errors(fits, "x", [future], "mixed", {"gpu-node-0": LGIP})
+    assert error.startswith("node gpu-node-0 (1 x %s): " % FUTURE) and "cannot be read" not in error
+    assert "lgipp" in error
 
 
 # Issue 13 item 3: only the selected config must fit (mig-parted v0.13.1 pkg/mig/reconfigure/reconfigure.go Run
@@ -232,3 +257,18 @@ def test_the_simulated_manager_applies_the_selected_config_beside_a_misfit_one()
     applied = simulated_node.desired_node("gpu-node-0", a30, {"nvidia.com/mig.config": "one-big"}, "mixed", document)
     assert applied["mig_state"] == "success", applied["errors"]
     assert applied["resources"]["nvidia.com/mig-4g.24gb"] == 4
+
+
+def test_a_simulated_node_is_judged_from_its_own_lgip_and_lgipp():
+    """The embedded cluster's nodes report -lgip and -lgipp like real ones (simulated/nvidia_smi.py): once
+    partitioned, their own rows and placements decide, and fairgpu's layout still fits."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+
+    for layout in ({"2g.20gb": 2}, None):
+        outputs = simulated_nvidia_smi("gpu-node-0", H100, 8, layout) if layout else simulated_nvidia_smi("gpu-node-0", H100, 8)
+        simulated = node()
+        simulated["metadata"]["annotations"][NVIDIA_SMI_ANNOTATION] = json.dumps(outputs)
+        catalogue = mig_nodes.node_catalogue(simulated, H100)
+        assert (catalogue is None) == (layout is None), "MIG disabled: no rows, the built-in catalogue"
+        assert mig_nodes.node_errors(DOC, NAME, [simulated], "mixed") == []

@@ -59,24 +59,43 @@ def node_gpus(node):
         return product, 0
 
 
-def node_catalogue(node, product, lgip=None):
-    """The node's own MIG profile catalogue, the authority over the built-in one: from ``lgip`` (its
-    ``nvidia-smi mig -lgip`` stdout) or, on the embedded cluster, from the simulated nvidia-smi annotation;
-    None when neither lists profiles (MIG still disabled everywhere)."""
-    if lgip is None:
+def node_catalogue(node, product, report=None):
+    """The node's own MIG profile catalogue, the authority over the built-in one, from its ``report``: its
+    nvidia-smi outputs ``{"mig -lgip": stdout, "mig -lgipp": stdout}`` (the role's discovery), or its
+    ``mig -lgip`` stdout alone (``mig_config_node_lgip``), or on the embedded cluster the simulated nvidia-smi
+    annotation. The placements come from ``mig -lgipp`` when the report has it: a model the built-in catalogue
+    lacks needs them. None when the report lists no profiles (MIG still disabled everywhere). Raises
+    NvidiaSmiParseError for output of another format, MigLayoutError for profiles that cannot be used."""
+    if report is None:
         outputs = ((node.get("metadata") or {}).get("annotations") or {}).get(NVIDIA_SMI_ANNOTATION)
-        lgip = json.loads(outputs).get("mig -lgip") if outputs else None
+        report = json.loads(outputs) if outputs else {}
+    elif not isinstance(report, dict):
+        report = {"mig -lgip": report}
+    lgip, lgipp = report.get("mig -lgip"), report.get("mig -lgipp")
     profiles = nvidia_smi.parse_gpu_instance_profiles(lgip) if lgip else []
-    return mig_layout.catalogue_from_lgip(profiles, product) if profiles else None
+    if not profiles:
+        return None
+    placements = nvidia_smi.parse_gpu_instance_placements(lgipp) if lgipp else []
+    return mig_layout.catalogue_from_lgip(profiles, product, placements or None)
 
 
-def node_errors(document, name, nodes, strategy, lgip=None):
+def _node_report(node_name, lgip, reports):
+    """What the caller knows of one node: its discovered outputs (``reports``), the user's ``mig -lgip`` over
+    them (``lgip``); None when neither has the node (then ``node_catalogue`` reads the simulated annotation)."""
+    report = dict((reports or {}).get(node_name) or {})
+    if node_name in (lgip or {}):
+        report["mig -lgip"] = lgip[node_name]
+    return report or None
+
+
+def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
     """Every reason ``document``'s config ``name`` cannot be applied to ``nodes`` under the GPU Operator's
     ``strategy``, one message per problem naming the node, GPU model and what to change; [] when it can.
     Only the selected config must fit the nodes (the MIG manager applies only it); every config must be well
     formed, since mig-parted reads the whole file first (``mig_layout.mig_config_errors``). The other configs'
     fit is ``node_warnings``' business.
-    ``lgip``: ``{node name: nvidia-smi mig -lgip stdout}`` where known (``node_catalogue``)."""
+    ``lgip``: ``{node name: nvidia-smi mig -lgip stdout}`` where the user gave it; ``reports``: ``{node name:
+    {"mig -lgip": stdout, "mig -lgipp": stdout}}`` as the role's discovery read them (``node_catalogue``)."""
     if not nodes:
         return ["mig_config_node_selector: no node matches; the layout has no GPU to partition"]
     errors = []
@@ -84,9 +103,12 @@ def node_errors(document, name, nodes, strategy, lgip=None):
         node_name = node["metadata"]["name"]
         product, count = node_gpus(node)
         try:
-            catalogue = node_catalogue(node, product, (lgip or {}).get(node_name))
-        except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError) as exc:
-            errors.append("node %s: its nvidia-smi mig -lgip output cannot be read: %s" % (node_name, exc))
+            catalogue = node_catalogue(node, product, _node_report(node_name, lgip, reports))
+        except nvidia_smi.NvidiaSmiParseError as exc:
+            errors.append("node %s: its nvidia-smi MIG report cannot be read: %s" % (node_name, exc))
+            continue
+        except mig_layout.MigLayoutError as exc:
+            errors.append("node %s (%d x %s): %s" % (node_name, count, product, exc))
             continue
         problems = mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=name)
         configs = document.get("mig-configs") if isinstance(document, dict) else None
@@ -97,7 +119,7 @@ def node_errors(document, name, nodes, strategy, lgip=None):
     return errors
 
 
-def node_warnings(document, name, nodes, strategy, lgip=None):
+def node_warnings(document, name, nodes, strategy, lgip=None, reports=None):
     """What the configs other than ``name`` would do wrong on ``nodes`` (a stock ``all-balanced``, fairgpu's own
     default while the user selects another): nothing applies them, so these are warnings, one per problem with
     the nodes it concerns. Format problems are ``node_errors``'; unreadable nodes are skipped here."""
@@ -108,7 +130,7 @@ def node_warnings(document, name, nodes, strategy, lgip=None):
     for node in nodes or []:
         product, count = node_gpus(node)
         try:
-            catalogue = node_catalogue(node, product, (lgip or {}).get(node["metadata"]["name"]))
+            catalogue = node_catalogue(node, product, _node_report(node["metadata"]["name"], lgip, reports))
         except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError):
             continue
         if mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=""):
