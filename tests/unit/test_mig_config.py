@@ -272,3 +272,26 @@ def test_a_simulated_node_is_judged_from_its_own_lgip_and_lgipp():
         catalogue = mig_nodes.node_catalogue(simulated, H100)
         assert (catalogue is None) == (layout is None), "MIG disabled: no rows, the built-in catalogue"
         assert mig_nodes.node_errors(DOC, NAME, [simulated], "mixed") == []
+
+
+def test_the_nodes_own_gpu_list_counts_its_gpus_under_the_single_strategy():
+    """Under mig.strategy=single with MIG active GFD's nvidia.com/gpu.count counts MIG devices (k8s-device-plugin
+    v0.20.0 internal/lm/mig-strategy.go): one H100 in all-1g.10gb is labelled 7. The node's -L (NVIDIA's
+    published output of that very case) says 1 GPU; output gathered from two containers lists a GPU twice."""
+    from test_nvidia_smi import fixture
+
+    labelled = {"metadata": {"name": "gpu-node-0", "labels": {"nvidia.com/gpu.product": H100 + "-MIG-1g.10gb",
+                                                              "nvidia.com/gpu.count": "7"}}}
+    assert mig_nodes.node_gpus(labelled) == (H100, 7), "GFD's count alone: an upper bound"
+    single = {"-L": fixture("L-h100-80gb-single-all-1g.10gb.txt")}
+    assert mig_nodes.node_gpus(labelled, single) == (H100, 1)
+    assert mig_nodes.node_gpus(labelled, {"-L": fixture("L-h200-two-containers.txt")})[1] == 1
+    # The layout is judged on the one GPU the node has: a config for GPU index 3 fits GFD's count, not the node.
+    third = {"version": "v1", "mig-configs": {"x": [{"devices": [3], "mig-enabled": True, "mig-devices": {"3g.40gb": 1}}]}}
+    assert mig_nodes.node_errors(third, "x", [labelled], "single") == []
+    (error,) = mig_nodes.node_errors(third, "x", [labelled], "single", {}, {"gpu-node-0": single})
+    assert error.startswith("node gpu-node-0 (1 x %s): " % H100) and "GPU index 3 does not exist" in error
+    one = {"version": "v1", "mig-configs": {"x": [{"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 1}}]}}
+    assert mig_nodes.node_errors(one, "x", [labelled], "single", {}, {"gpu-node-0": single}) == []
+    garbled = mig_nodes.node_errors(one, "x", [labelled], "single", {}, {"gpu-node-0": {"-L": "not nvidia-smi"}})
+    assert garbled[0].startswith("node gpu-node-0: its nvidia-smi MIG report cannot be read")

@@ -44,15 +44,21 @@ def configmap(document, name, namespace):
             "data": {"config.yaml": manifests.to_yaml(document)}}
 
 
-def node_gpus(node):
+def node_gpus(node, report=None):
     """``(product, GPU count)`` of a Node dict: the simulated hardware annotations on the embedded cluster,
-    else GFD's labels with any ``-MIG-<profile>`` suffix of the single strategy removed. Under ``single`` with MIG
-    active GFD's count is the MIG devices' count, so the GPU count is then an upper bound."""
+    else GFD's labels with any ``-MIG-<profile>`` suffix of the single strategy removed. ``report``: the node's
+    nvidia-smi outputs as the role's discovery read them; their ``-L`` (each GPU once, by UUID, since output
+    gathered from several containers repeats them) is the authority for the count. Without it, GFD's count:
+    under ``single`` with MIG active that is the MIG devices' count (k8s-device-plugin v0.20.0
+    internal/lm/mig-strategy.go), so the GPU count is then an upper bound. Raises NvidiaSmiParseError for a
+    ``-L`` of another format."""
     metadata = node.get("metadata") or {}
     annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     if ANNOTATION_PREFIX + "product" in annotations:
         return annotations[ANNOTATION_PREFIX + "product"], int(annotations[ANNOTATION_PREFIX + "count"])
     product = labels.get(GPU_PRODUCT_LABEL, "").split("-MIG-")[0]
+    if report and report.get("-L"):
+        return product, len(set(gpu["uuid"] for gpu in nvidia_smi.parse_list(report["-L"])))
     try:
         return product, int(labels.get(GPU_COUNT_LABEL, "0"))
     except ValueError:
@@ -95,15 +101,18 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
     formed, since mig-parted reads the whole file first (``mig_layout.mig_config_errors``). The other configs'
     fit is ``node_warnings``' business.
     ``lgip``: ``{node name: nvidia-smi mig -lgip stdout}`` where the user gave it; ``reports``: ``{node name:
-    {"mig -lgip": stdout, "mig -lgipp": stdout}}`` as the role's discovery read them (``node_catalogue``)."""
+    {"-L": stdout, "mig -lgip": stdout, "mig -lgipp": stdout}}`` as the role's discovery read them
+    (``node_gpus``, ``node_catalogue``)."""
     if not nodes:
         return ["mig_config_node_selector: no node matches; the layout has no GPU to partition"]
     errors = []
     for node in nodes:
         node_name = node["metadata"]["name"]
+        report = _node_report(node_name, lgip, reports)
         product, count = node_gpus(node)
         try:
-            catalogue = node_catalogue(node, product, _node_report(node_name, lgip, reports))
+            product, count = node_gpus(node, report)
+            catalogue = node_catalogue(node, product, report)
         except nvidia_smi.NvidiaSmiParseError as exc:
             errors.append("node %s: its nvidia-smi MIG report cannot be read: %s" % (node_name, exc))
             continue
@@ -128,9 +137,10 @@ def node_warnings(document, name, nodes, strategy, lgip=None, reports=None):
         return []
     found = {}
     for node in nodes or []:
-        product, count = node_gpus(node)
+        report = _node_report(node["metadata"]["name"], lgip, reports)
         try:
-            catalogue = node_catalogue(node, product, _node_report(node["metadata"]["name"], lgip, reports))
+            product, count = node_gpus(node, report)
+            catalogue = node_catalogue(node, product, report)
         except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError):
             continue
         if mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=""):
