@@ -109,7 +109,7 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
     for node in nodes:
         node_name = node["metadata"]["name"]
         report = _node_report(node_name, lgip, reports)
-        product, count = node_gpus(node)
+        product, count = node_gpus(node)  # GFD's figures, named in a message when the report cannot be used
         try:
             product, count = node_gpus(node, report)
             catalogue = node_catalogue(node, product, report)
