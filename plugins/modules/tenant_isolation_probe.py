@@ -156,6 +156,8 @@ except ImportError:
     pass  # AnsibleK8SModule reports the missing kubernetes library
 
 DRY_RUN = "All"
+# Seconds between two sends of a request that met a quota conflict (isolation.quota_conflict).
+QUOTA_CONFLICT_PAUSE_SECONDS = 0.2
 MERGE = "application/merge-patch+json"
 # Seconds between two reads while waiting for the cluster.
 POLL_SECONDS = 0.5
@@ -289,7 +291,9 @@ class Probe(object):
 
     # -- sending -------------------------------------------------------------------------------------------------
     def send(self, request):
-        """One request (``attempts.Request``); returns None when accepted, else ``isolation.refusal``."""
+        """One request (``attempts.Request``); returns None when accepted, else ``isolation.refusal``. A quota
+        conflict (``isolation.quota_conflict``) is no answer: the request is sent again, up to
+        ``isolation.QUOTA_CONFLICT_RETRIES`` times in all."""
         client = self.clients[request.who]
         resource = client.resource(request.kind, request.api_version)
         if request.subresource:
@@ -297,6 +301,15 @@ class Probe(object):
         body = request.body(lambda job: self.live_job(request.namespace, job)) if callable(request.body) else request.body
         name, namespace = self.name_of(request), request.namespace
         options = {"dry_run": DRY_RUN} if request.dry_run and request.verb != "list" else {}
+        for _attempt in range(isolation.QUOTA_CONFLICT_RETRIES):
+            answer = self._send(client, resource, request, body, name, namespace, options)
+            if answer is None or not isolation.quota_conflict(answer["status"], answer["message"]):
+                return answer
+            self.waiter.pause(QUOTA_CONFLICT_PAUSE_SECONDS)
+        return answer
+
+    @staticmethod
+    def _send(client, resource, request, body, name, namespace, options):
         try:
             if request.verb == "create":
                 client.create(resource, body, namespace=namespace, **options)

@@ -79,11 +79,14 @@ _BASELINE = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
 class FakeCluster(object):
     """Two tenants (``tenants``: normalised tenant dicts, each guaranteed half of the GPUs and pod slots and free to
     borrow the rest), two GPU nodes. ``judge_after``: seconds before Kueue's decision on a Workload shows (and its
-    pods run). ``leaks``: names of holes to open (see ``_admit_pod``, ``_admit_job``, ``_kueue``)."""
+    pods run). ``leaks``: names of holes to open (see ``_admit_pod``, ``_admit_job``, ``_kueue``).
+    ``quota_conflicts``: ``{Job name: n}``, the first n creates of that Job answer 409 as the quota admission does
+    when its update of the ResourceQuota's status loses a race (kubernetes/kubernetes#67761)."""
 
-    def __init__(self, tenants, clock, judge_after=0.0, leaks=()):
+    def __init__(self, tenants, clock, judge_after=0.0, leaks=(), quota_conflicts=None):
         self.tenants = {t["namespaces"][0]: t for t in tenants}
         self.clock, self.judge_after, self.leaks = clock, judge_after, set(leaks)
+        self.quota_conflicts = dict(quota_conflicts or {})
         self.objects, self.requests, self.serial = {}, [], 0
         for index in range(NODES):
             self._put({"apiVersion": "v1", "kind": "Node", "metadata": {
@@ -358,6 +361,12 @@ class FakeClient(object):
             refused = cluster._admit_job(body, namespace)
         if refused:
             raise _error(403, refused)
+        name = body["metadata"]["name"]
+        if resource.kind == "Job" and not dry_run and cluster.quota_conflicts.get(name):
+            cluster.quota_conflicts[name] -= 1
+            # The Status the API server answers (kubernetes/kubernetes#67761, helm/helm#9710).
+            raise _error(409, 'Operation cannot be fulfilled on resourcequotas "fairgpu-gpu-quota": the object has been modified; please '
+                              'apply your changes to the latest version and try again')
         if (resource.kind, namespace, body["metadata"]["name"]) in cluster.objects:
             raise _error(409, '%s "%s" already exists' % (_plural(resource.kind), body["metadata"]["name"]))
         if dry_run:

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.fairgpu.tenancy.plugins.modules import tenant_isolation_probe as probe
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import attempts
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label
 
 import fake_cluster
@@ -35,11 +36,12 @@ class Module(object):
         raise Ended("fail", result)
 
 
-def run_probe(monkeypatch, leaks=(), judge_after=0.0, **params):
+def run_probe(monkeypatch, leaks=(), judge_after=0.0, quota_conflicts=None, **params):
     """Run the module's run() against a fake cluster; returns (how it ended, its result, the cluster, the clock)."""
     clock = FakeClock()
     tenants = fake_cluster.tenants()
-    cluster = fake_cluster.FakeCluster(tenants, clock, judge_after=judge_after, leaks=leaks)
+    cluster = fake_cluster.FakeCluster(tenants, clock, judge_after=judge_after, leaks=leaks,
+                                       quota_conflicts=quota_conflicts)
     clients = []
 
     def get_api_client(module, impersonate_user=None, impersonate_groups=None):
@@ -117,6 +119,29 @@ def test_a_hole_is_named_in_the_row(monkeypatch):
     assert door.startswith("accepted: CDI device annotation, NVIDIA_VISIBLE_DEVICES in an init container")
     burst = rows["10. a burst of Jobs past its Job quota (count/jobs.batch 100, 0 in use)"]
     assert burst["observed"] == "106 created (6 past the quota), then accepted: create Job 107"
+
+
+def test_a_quota_conflict_is_sent_again_not_taken_for_the_quota_s_answer(monkeypatch):
+    # What failed a CI run: the burst's 11th Job answered 409 "Operation cannot be fulfilled on resourcequotas".
+    _how, result, cluster, _clock = run_probe(monkeypatch, quota_conflicts={"fairgpu-probe-burst-10": 2})
+    burst = {c["check"]: c for c in result["scenario"]["checks"]}[
+        "10. a burst of Jobs past its Job quota (count/jobs.batch 100, 0 in use)"]
+    assert burst["passed"] and burst["observed"].startswith("100 created (0 past the quota), then 1 of 1 refused by "
+                                                            "ResourceQuota fairgpu-gpu-quota")
+    assert cluster.quota_conflicts == {"fairgpu-probe-burst-10": 0}
+    # Past the retries the conflict is the answer, and the row says so rather than passing.
+    _how, result, _cluster, _clock = run_probe(monkeypatch, quota_conflicts={"fairgpu-probe-burst-10": 9})
+    burst = {c["check"]: c for c in result["scenario"]["checks"]}[
+        "10. a burst of Jobs past its Job quota (count/jobs.batch 100, 0 in use)"]
+    assert not burst["passed"] and "10 created" in burst["observed"] and "409" in burst["observed"]
+
+
+def test_quota_conflict_is_told_from_a_refusal():
+    conflict = ('Operation cannot be fulfilled on resourcequotas "fairgpu-gpu-quota": the object has been modified; '
+                'please apply your changes to the latest version and try again')
+    assert isolation.quota_conflict(409, conflict)
+    assert not isolation.quota_conflict(409, 'jobs.batch "x" already exists')
+    assert not isolation.quota_conflict(403, 'exceeded quota: fairgpu-gpu-quota, requested: count/jobs.batch=1')
 
 
 def test_waits_run_on_the_given_clock(monkeypatch):
