@@ -27,8 +27,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.webhooks imp
 
 BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-VARS = {"cluster_name": "fairgpu-bench", "kueue_local_webhook_port": 49443, "kueue_local_metrics_port": 48443,
-        "kueue_local_health_port": 48081, "monitoring_prometheus_port": 49090, "monitoring_dcgm_exporter_port": 49400,
+VARS = {"cluster_name": "fairgpu-bench",
+        "run_local_ports": {"kueue_webhook": 27443, "kueue_metrics": 27444, "kueue_health": 27081, "prometheus": 27090,
+                            "dcgm_exporter": 27400},
         "validate_results_dir": os.path.join(ROOT, "results", "bench")}
 KUBECONFIG = os.path.expanduser("~/.local/share/fairgpu/kwok/clusters/fairgpu-bench/kubeconfig.yaml")
 ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
@@ -72,7 +73,7 @@ def same_objects(tc, directory):
     ca = live["webhooks"][0]["clientConfig"]["caBundle"]
     webhooks = os.path.join(directory, "webhooks.yaml")
     with open(webhooks, "w") as handle:
-        yaml.safe_dump_all(local_webhook_configurations(upstream, "127.0.0.1", VARS["kueue_local_webhook_port"], ca), handle)
+        yaml.safe_dump_all(local_webhook_configurations(upstream, "127.0.0.1", VARS["run_local_ports"]["kueue_webhook"], ca), handle)
     tenant_tree = os.path.join(tree, "embedded")
     # kubectl takes -f or -k, not both: the site baseline is two invocations, timed together.
     return ["-f", os.path.join(tc["kueue_manifests"], "crd"), "-f", webhooks], ["-k", tenant_tree]

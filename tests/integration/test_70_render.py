@@ -12,8 +12,9 @@ import yaml
 
 from conftest import KUBECONFIG, KWOK_WORKDIR, playbook
 
-FRESH = {"cluster_name": "fairgpu-it-render", "kueue_local_webhook_port": 29543, "kueue_local_metrics_port": 28543,
-         "kueue_local_health_port": 28181}
+FRESH = {"cluster_name": "fairgpu-it-render",
+         "run_local_ports": {"kueue_webhook": 29543, "kueue_metrics": 28543, "kueue_health": 28181, "prometheus": 29190,
+                             "dcgm_exporter": 29401}}
 FRESH_KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", FRESH["cluster_name"], "kubeconfig.yaml")
 KUBECTL = glob.glob(os.path.expanduser("~/.cache/fairgpu/kubernetes-*/bin/kubectl"))[0]
 BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "creationTimestamp", "generation")

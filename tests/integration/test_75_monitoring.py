@@ -24,9 +24,9 @@ with open(VARS) as _handle:
     IT_VARS = yaml.safe_load(_handle)
 with open(os.path.join(ROOT, "inventories", "local", "group_vars", "gpu_clusters.yml")) as _handle:
     OVER_GUARANTEE_FOR = yaml.safe_load(_handle)["monitoring_alert_for"]["FairgpuTenantOverGuarantee"]
-PROMETHEUS = "http://127.0.0.1:%d" % IT_VARS["monitoring_prometheus_port"]
-EXPORTER = "http://127.0.0.1:%d/metrics" % IT_VARS["monitoring_dcgm_exporter_port"]
-KUEUE_METRICS = "https://127.0.0.1:%d/metrics" % IT_VARS["kueue_local_metrics_port"]
+PROMETHEUS = "http://127.0.0.1:%d" % IT_VARS["run_local_ports"]["prometheus"]
+EXPORTER = "http://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["dcgm_exporter"]
+KUEUE_METRICS = "https://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["kueue_metrics"]
 WORKDIR = os.path.expanduser("~/.local/share/fairgpu/monitoring/%s" % CLUSTER)
 KUEUE_CA = os.path.expanduser("~/.local/share/fairgpu/kueue/ca.crt")
 RESULTS = os.path.join(ROOT, "results", "integration")

@@ -51,8 +51,8 @@ INVENTORY = {"gpu_clusters": {"hosts": {HOST: {
     "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "tenants_list": TENANTS,
-    "kueue_local_webhook_port": 39443, "kueue_local_metrics_port": 38443, "kueue_local_health_port": 38081,
-    "monitoring_prometheus_port": 39090, "monitoring_dcgm_exporter_port": 39400}}}}
+    "run_local_ports": {"kueue_webhook": 26443, "kueue_metrics": 26444, "kueue_health": 26081, "prometheus": 26090,
+                        "dcgm_exporter": 26400}}}}}
 # The same cluster as a platform team declares a cluster fairgpu did not make.
 EXISTING = {"gpu_clusters": {"hosts": {HOST: {
     "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",

@@ -215,12 +215,3 @@ def test_pending_spans_and_the_plot(tmp_path):
         {"title": "pending", "series": {"team-a": [[1000, "4"]]}}],
         [dict(pending[0], label="pending", color="orange"), {"start": 1120, "end": 1125, "label": "firing"}])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_ports_must_be_tcp_ports():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import port_errors
-
-    assert port_errors({"monitoring_prometheus_port": 19090, "monitoring_dcgm_exporter_port": "19400"}) == []
-    assert port_errors({"monitoring_prometheus_port": 99999, "monitoring_dcgm_exporter_port": "abc"}) == [
-        "monitoring_dcgm_exporter_port: 'abc' is not a TCP port; give a number from 1 to 65535",
-        "monitoring_prometheus_port: 99999 is not a TCP port; give a number from 1 to 65535"]

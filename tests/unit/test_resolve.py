@@ -80,3 +80,65 @@ def test_record_round_trip():
     assert record["data"] == {"path": "mig", "mig_strategy": "mixed"}
     assert recorded_path([record]) == "mig"
     assert recorded_path([]) is None
+
+
+def test_what_one_component_needs_of_another_comes_from_one_place():
+    settings = run_settings("site", "kwok", cluster_name="fairgpu-it", local_ports={"prometheus": 29090},
+                            namespaces={"kueue": "kueue-it"}, state_dir="/home/u/.local/share/fairgpu/",
+                            toolchain_cache="/c", versions={"KUEUE_VERSION": "v0.19.2"})
+    assert settings["errors"] == []
+    assert settings["local"] == {
+        "ports": {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081, "prometheus": 29090,
+                  "dcgm_exporter": 19400},
+        "state_dir": "/home/u/.local/share/fairgpu", "toolchain_cache": "/c",
+        "kueue_ca_dir": "/home/u/.local/share/fairgpu/kueue"}
+    assert settings["namespaces"] == {"kueue": "kueue-it", "gpu_operator": "gpu-operator",
+                                      "monitoring": "fairgpu-monitoring"}
+    assert (settings["cluster_name"], settings["versions"]) == ("fairgpu-it", {"KUEUE_VERSION": "v0.19.2"})
+
+
+# /proc/sys/net/ipv4/ip_local_port_range as Linux ships it (ip-sysctl.rst: default 32768 60999), tab-separated.
+LINUX_RANGE = "32768\t60999\n"
+
+
+def test_local_ports_distinct_unprivileged_and_below_the_ephemeral_range():
+    # The CI failure this prevents: Prometheus of molecule's MIG cluster on 39190 (inside the range) failed with
+    # "listen tcp 127.0.0.1:39190: bind: address already in use" while nothing listened there.
+    errors = run_settings("site", "kwok", local_ports={"prometheus": 39190, "dcgm_exporter": 18443, "kueue_health": 80},
+                          ephemeral_ports=LINUX_RANGE)["errors"]
+    assert errors == [
+        "run_local_ports.kueue_health: 80 is not a TCP port a user process may listen on; give a number from 1024 to "
+        "65535",
+        "run_local_ports.kueue_metrics: 18443 is also run_local_ports.dcgm_exporter; give each process its own port",
+        "run_local_ports.prometheus: 39190 lies in the kernel's ephemeral port range 32768-60999, which outgoing "
+        "connections take their local ports from, so listening there fails now and then; choose a port below 32768"]
+    # The defaults pass; ports mean nothing on a cluster fairgpu runs no local process for.
+    assert run_settings("site", "kwok", ephemeral_ports=LINUX_RANGE)["errors"] == []
+    assert run_settings("site", "existing", local_ports={"prometheus": 39190}, ephemeral_ports=LINUX_RANGE)["errors"] == []
+
+
+@pytest.mark.parametrize("text", ["", "[]", "1024", "a b"])
+def test_an_unknown_ephemeral_range_checks_nothing_more(text):
+    assert run_settings("site", "kwok", local_ports={"prometheus": 39190}, ephemeral_ports=text)["errors"] == []
+
+
+def test_bad_ports_and_namespaces_are_named():
+    errors = run_settings("site", "kwok", local_ports={"grafana": 3000, "prometheus": "x"},
+                          namespaces={"kueue": "Kueue_System", "dcgm": "gpu"})["errors"]
+    assert errors == [
+        "run_namespaces.dcgm: fairgpu installs no component by that name; the names are gpu_operator, kueue, monitoring",
+        "run_namespaces.kueue: 'Kueue_System' is not a namespace name (a lower-case DNS label)",
+        "run_local_ports: grafana not a local port fairgpu uses; the names are dcgm_exporter, kueue_health, "
+        "kueue_metrics, kueue_webhook, prometheus",
+        "run_local_ports.prometheus: 'x' is not a TCP port a user process may listen on; give a number from 1024 to "
+        "65535"]
+    assert run_settings("site", "kwok", local_ports=[19090])["errors"] == [
+        "run_local_ports: must be a mapping (dcgm_exporter, kueue_health, kueue_metrics, kueue_webhook, prometheus), "
+        "got [19090]"]
+
+
+def test_a_variable_that_moved_is_refused_with_its_new_place():
+    errors = run_settings("site", "kwok", host_variables=["cluster_name", "monitoring_prometheus_port",
+                                                          "kueue_namespace"])["errors"]
+    assert errors == ["kueue_namespace: no longer read; set run_namespaces.kueue instead",
+                      "monitoring_prometheus_port: no longer read; set run_local_ports.prometheus instead"]

@@ -94,10 +94,11 @@ def test_nothing_else_pins_a_version_of_versions_env():
 
 
 def _role_values(*extra):
-    """The version variables as the roles' defaults and vars give them, templated by Ansible (role_path set as
-    in a role, so the lookup of versions.env is the roles' own)."""
+    """The version variables as the roles' defaults and vars give them, templated by Ansible, with run_settings as
+    the run role resolves it (role_path set as in a role, so its lookup of versions.env is the roles' own)."""
     files = ["-e@%s" % os.path.join(ROOT, "roles", role, kind, "main.yml")
-             for role in ("cluster", "kueue", "gpu_operator", "monitoring") for kind in ("defaults", "vars")]
+             for role in ("run", "cluster", "kueue", "gpu_operator", "monitoring") for kind in ("defaults", "vars")]
+    files += ["-e", json.dumps({"run_settings": "{{ run_resolved }}"})]
     names = ["cluster_kind_node_image", "kueue_chart_version", "gpu_operator_chart_version", "monitoring_chart_version"]
     expression = "{{ {%s} | to_json }}" % ", ".join("'%s': %s" % (name, name) for name in names)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
@@ -128,7 +129,7 @@ def test_role_argument_specs_accept_the_defaults_in_a_play(tmp_path, provider):
     """Each role's argument validation (the only task --tags lets run) templates its defaults in the role, with
     the run's settings as the run role would set them."""
     (tmp_path / "run.json").write_text(json.dumps({"cluster_provider": provider,
-                                                   "run_settings": resolve.run_settings("site", provider)}))
+                                                   "run_settings": resolve.run_settings("site", provider, versions=PINNED)}))
     playbook = tmp_path / "arguments.yml"
     playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + "".join(
         "    - {ansible.builtin.import_role: {name: fairgpu.tenancy.%s}}\n" % role

@@ -62,15 +62,6 @@ def duration_errors(values):
     return errors
 
 
-def port_errors(values):
-    """Messages for the entries of ``values`` (``{variable name: value}``) that are no TCP port (1 to 65535)."""
-    errors = []
-    for name, value in sorted(values.items()):
-        if isinstance(value, bool) or not str(value).isdigit() or not 1 <= int(value) <= 65535:
-            errors.append("%s: %r is not a TCP port; give a number from 1 to 65535" % (name, value))
-    return errors
-
-
 def alert_for_errors(rules_text, overrides, field="monitoring_alert_for"):
     """Messages for ``overrides`` (``{alert name: duration}``) that cannot apply to the rule file; [] when fine."""
     if not isinstance(overrides, dict):

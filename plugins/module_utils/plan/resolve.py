@@ -22,11 +22,23 @@ Pure logic, no cluster access. The rules, one place each:
 - **Nodes to plan against**: ``live`` (read from the cluster when the tenants are applied or validated) for every
   playbook that reaches the cluster; the pre-check of ``site.yml`` on the embedded cluster and ``render.yml`` plan
   against node pools (``cluster_kwok_node_pools`` / ``render_node_pools``), since those touch no cluster first.
+- **What one component needs of another**, so that no role reads another role's variables: the namespaces of Kueue,
+  the GPU Operator and the monitoring (``run_namespaces``), the local ports of the embedded cluster's processes
+  (``run_local_ports``: Kueue's webhook, metrics and health ports, Prometheus, the simulated DCGM exporter), the
+  machine's state directory and toolchain cache, and the pinned versions (``files/toolchain/versions.env``,
+  read once).
+- **Local ports** (provider ``kwok`` only: the processes listen on 127.0.0.1 of this machine) are distinct and
+  outside the kernel's ephemeral port range (``/proc/sys/net/ipv4/ip_local_port_range``, 32768-60999 by
+  default): the kernel picks a free port of that range as the local end of every outgoing connection (the API
+  server's and etcd's among them), so a listener there fails now and then with "address already in use"
+  (Linux ``ip(7)``, ``ip_local_port_range``; https://docs.kernel.org/networking/ip-sysctl.html).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import re
 
 PATHS = ("kueue", "mig")
 DEFAULT_PATH = "kueue"
@@ -42,6 +54,40 @@ MODES_BY_PROVIDER = {
 }
 # Playbooks that work on what site.yml built, and so follow the path it recorded on the cluster.
 FOLLOWS_RECORD = ("tenants", "validate")
+# The local ports of the embedded cluster's processes on 127.0.0.1; two embedded clusters on one machine need
+# their own (run_local_ports).
+LOCAL_PORT_DEFAULTS = {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081,
+                       "prometheus": 19090, "dcgm_exporter": 19400}
+# Where each component is installed (run_namespaces).
+NAMESPACE_DEFAULTS = {"kueue": "kueue-system", "gpu_operator": "gpu-operator", "monitoring": "fairgpu-monitoring"}
+# The ConfigMap of mig-parted configurations: fairgpu writes it (role mig_config), the GPU Operator's MIG manager
+# reads it (chart value migManager.config.name), both in the GPU Operator's namespace.
+MIG_PARTED_CONFIG_NAME = "fairgpu-mig-parted-config"
+# Inventory variables that moved into the run's settings, and where they went: one setting each, read by every
+# role that needs it, instead of a role's variable that other roles copied.
+MOVED_VARIABLES = {
+    "kueue_local_webhook_port": "run_local_ports.kueue_webhook",
+    "kueue_local_metrics_port": "run_local_ports.kueue_metrics",
+    "kueue_local_health_port": "run_local_ports.kueue_health",
+    "monitoring_prometheus_port": "run_local_ports.prometheus",
+    "monitoring_dcgm_exporter_port": "run_local_ports.dcgm_exporter",
+    "monitoring_kueue_metrics_port": "run_local_ports.kueue_metrics",
+    "kueue_namespace": "run_namespaces.kueue",
+    "monitoring_kueue_namespace": "run_namespaces.kueue",
+    "gpu_operator_namespace": "run_namespaces.gpu_operator",
+    "mig_config_namespace": "run_namespaces.gpu_operator",
+    "monitoring_namespace": "run_namespaces.monitoring",
+    "kueue_local_ca_dir": "run_state_dir (the CA is <run_state_dir>/kueue)",
+    "monitoring_kueue_ca_file": "run_state_dir (the CA is <run_state_dir>/kueue/ca.crt)",
+    "cluster_toolchain_cache": "run_toolchain_cache",
+    "kueue_toolchain_cache": "run_toolchain_cache",
+    "monitoring_toolchain_cache": "run_toolchain_cache",
+    "gpu_operator_mig_config_name": "nothing: the MIG manager's ConfigMap is always " + MIG_PARTED_CONFIG_NAME,
+    "mig_config_configmap_name": "nothing: the MIG manager's ConfigMap is always " + MIG_PARTED_CONFIG_NAME,
+}
+# The smallest port a user process may bind without privileges.
+UNPRIVILEGED_PORT = 1024
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The record site.yml leaves on the cluster (a ConfigMap in kube-system, which every cluster has).
 RECORD_NAME = "fairgpu-run"
 RECORD_NAMESPACE = "kube-system"
@@ -51,18 +97,80 @@ def _blank(value):
     return value is None or (isinstance(value, str) and not value.strip())
 
 
+def ephemeral_range(text):
+    """``(low, high)`` of the text of ``/proc/sys/net/ipv4/ip_local_port_range`` (two numbers), or None when the
+    text is empty or not that (another system: no check)."""
+    parts = str(text or "").split()
+    if len(parts) == 2 and all(part.isdigit() for part in parts):
+        return int(parts[0]), int(parts[1])
+    return None
+
+
+def _is_port(value):
+    return not isinstance(value, bool) and str(value).isdigit() and 1 <= int(value) <= 65535
+
+
+def local_port_errors(ports, ephemeral=None):
+    """Messages for ``run_local_ports`` (``{name: port}``, names of LOCAL_PORT_DEFAULTS, values already merged
+    with the defaults); ``ephemeral``: ``(low, high)`` or None. [] when fine."""
+    errors = []
+    unknown = sorted(set(ports) - set(LOCAL_PORT_DEFAULTS), key=str)
+    if unknown:
+        errors.append("run_local_ports: %s not a local port fairgpu uses; the names are %s"
+                      % (", ".join(map(str, unknown)), ", ".join(sorted(LOCAL_PORT_DEFAULTS))))
+    owners = {}
+    for name in sorted(LOCAL_PORT_DEFAULTS):
+        value = ports.get(name)
+        if not _is_port(value) or int(value) < UNPRIVILEGED_PORT:
+            errors.append("run_local_ports.%s: %r is not a TCP port a user process may listen on; give a number from "
+                          "%d to 65535" % (name, value, UNPRIVILEGED_PORT))
+            continue
+        port = int(value)
+        if port in owners:
+            errors.append("run_local_ports.%s: %d is also run_local_ports.%s; give each process its own port"
+                          % (name, port, owners[port]))
+        owners.setdefault(port, name)
+        if ephemeral and ephemeral[0] <= port <= ephemeral[1]:
+            errors.append("run_local_ports.%s: %d lies in the kernel's ephemeral port range %d-%d, which outgoing "
+                          "connections take their local ports from, so listening there fails now and then; choose "
+                          "a port below %d" % (name, port, ephemeral[0], ephemeral[1], ephemeral[0]))
+    return errors
+
+
+def _merged(given, defaults, variable, errors):
+    if given in (None, ""):
+        return dict(defaults)
+    if not isinstance(given, dict):
+        errors.append("%s: must be a mapping (%s), got %r" % (variable, ", ".join(sorted(defaults)), given))
+        return dict(defaults)
+    merged = dict(defaults)
+    merged.update(given)
+    return merged
+
+
 def run_settings(playbook, provider, requested_path=None, recorded_path=None, inventory_path=None,
-                 mig_strategy=None, cluster=""):
+                 mig_strategy=None, cluster="", cluster_name="fairgpu", local_ports=None, namespaces=None,
+                 ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=()):
     """The run's settings for one inventory host.
 
     ``playbook``: one of PLAYBOOKS. ``provider``: ``cluster_provider``. ``requested_path``: ``-e path`` (None or ""
     when not given). ``recorded_path``: the ``path`` of the cluster's record (None when there is none or it was not
     read). ``inventory_path``: ``run_path``. ``mig_strategy``: ``run_mig_strategy`` ("" or None: by path).
-    ``cluster``: the inventory host, named in messages.
+    ``cluster``: the inventory host, named in messages. ``cluster_name``: the cluster's name (``cluster_name``),
+    which names its local state. ``local_ports``: ``run_local_ports``, a mapping over LOCAL_PORT_DEFAULTS (the
+    names not given keep their default). ``namespaces``: ``run_namespaces``, likewise over NAMESPACE_DEFAULTS.
+    ``ephemeral_ports``: the text of ``/proc/sys/net/ipv4/ip_local_port_range`` ("" when unknown).
+    ``state_dir``: the machine's fairgpu state directory (``~/.local/share/fairgpu``). ``toolchain_cache``: where
+    the toolchain is built (``FAIRGPU_CACHE`` or ``~/.cache/fairgpu``). ``versions``: the pinned versions
+    (``{NAME: value}`` of versions.env). ``host_variables``: the names of the variables the inventory and extra
+    vars set for the host; one of MOVED_VARIABLES is refused, naming where it went.
 
-    Returns ``{"errors": [str], "playbook", "cluster", "path", "path_source", "provider", "modes":
-    {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools"}``. Errors
-    name the variable and the fix; with errors the other keys hold the defaults and must not be used.
+    Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
+    {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
+    {"kueue", "gpu_operator", "monitoring"}, "mig_parted_config_name": the MIG manager's ConfigMap, "local":
+    {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value}}``; the run
+    role adds ``"connection": {"kubeconfig", "context"}``. Errors name the variable and the fix; with errors the
+    other keys hold the defaults and must not be used.
     """
     errors = []
     if playbook not in PLAYBOOKS:
@@ -75,6 +183,8 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
                               "run playbooks/site.yml -e path=kueue|mig to record the path again")):
         if not _blank(value) and value not in PATHS:
             errors.append("%s: %r is not a fairgpu path; %s" % (name, value, fix))
+    for name in sorted(set(host_variables or ()) & set(MOVED_VARIABLES)):
+        errors.append("%s: no longer read; set %s instead" % (name, MOVED_VARIABLES[name]))
     if not _blank(mig_strategy) and mig_strategy not in MIG_STRATEGIES:
         errors.append("run_mig_strategy: %r is not a MIG strategy fairgpu plans under; use single or mixed, or leave "
                       "it empty for the path's own (single on kueue, mixed on mig)" % (mig_strategy,))
@@ -98,9 +208,29 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     modes = dict(MODES_BY_PROVIDER.get(provider, MODES_BY_PROVIDER["kwok"]))
     strategy = mig_strategy if mig_strategy in MIG_STRATEGIES else MIG_STRATEGY_BY_PATH[path]
     nodes_source = "node_pools" if playbook == "render" else "live"
+
+    namespaces = _merged(namespaces, NAMESPACE_DEFAULTS, "run_namespaces", errors)
+    for name in sorted(set(namespaces) - set(NAMESPACE_DEFAULTS), key=str):
+        errors.append("run_namespaces.%s: fairgpu installs no component by that name; the names are %s"
+                      % (name, ", ".join(sorted(NAMESPACE_DEFAULTS))))
+    for name in sorted(NAMESPACE_DEFAULTS):
+        value = namespaces.get(name)
+        if not (isinstance(value, str) and len(value) <= 63 and _DNS_LABEL.match(value)):
+            errors.append("run_namespaces.%s: %r is not a namespace name (a lower-case DNS label)" % (name, value))
+    ports = _merged(local_ports, LOCAL_PORT_DEFAULTS, "run_local_ports", errors)
+    if provider == "kwok":
+        errors.extend(local_port_errors(ports, ephemeral_range(ephemeral_ports)))
+    ports = dict((name, int(value) if _is_port(value) else value) for name, value in ports.items())
+    state_dir = str(state_dir or "").rstrip("/")
     return {
-        "errors": errors, "playbook": playbook, "cluster": cluster, "path": path, "path_source": path_source,
-        "provider": provider, "modes": modes, "mig_strategy": strategy, "nodes_source": nodes_source,
+        "errors": errors, "playbook": playbook, "cluster": cluster, "cluster_name": cluster_name, "path": path,
+        "path_source": path_source, "provider": provider, "modes": modes, "mig_strategy": strategy,
+        "nodes_source": nodes_source,
+        "namespaces": dict((name, namespaces[name]) for name in NAMESPACE_DEFAULTS),
+        "mig_parted_config_name": MIG_PARTED_CONFIG_NAME,
+        "local": {"ports": ports, "state_dir": state_dir, "toolchain_cache": toolchain_cache,
+                  "kueue_ca_dir": state_dir + "/kueue"},
+        "versions": dict(versions or {}),
     }
 
 
