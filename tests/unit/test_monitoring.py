@@ -59,6 +59,21 @@ def test_outside_kueue_alert_is_known_to_overrides_and_to_the_prometheus_rule():
     assert over["expr"].rstrip().endswith("unless on () fairgpu:tenant_gpu_devices_outside_kueue")
 
 
+def test_over_guarantee_reads_the_current_ratio_recorded_before_it():
+    """Issue 14 item 8: the alert's value is what the tenant holds now (recorded earlier in the same group, so the
+    alert reads this evaluation's figure); the last minute's history only bridges a dip with work pending."""
+    group = next(g for g in yaml.safe_load(RULES)["groups"]
+                 if any(r.get("alert") == "FairgpuTenantOverGuarantee" for r in g["rules"]))
+    names = [r.get("record") or r.get("alert") for r in group["rules"]]
+    ratio = "fairgpu:cluster_queue_gpu_reserved_over_nominal:ratio"
+    assert names.index(ratio) < names.index("FairgpuTenantOverGuarantee")
+    record = group["rules"][names.index(ratio)]
+    assert "max_over_time" not in record["expr"] and "kueue_cluster_queue_resource_reservation" in record["expr"]
+    expr = " ".join(group["rules"][names.index("FairgpuTenantOverGuarantee")]["expr"].split())
+    assert expr.startswith("label_replace( %s > 0.9 or ( %s and on (cluster_queue, resource) max_over_time(%s[1m]) > 0.9 "
+                           "and on (cluster_queue) sum by (cluster_queue) (kueue_pending_workloads" % (ratio, ratio, ratio))
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"FairgpuTenantOverQuota": "1m"}, "monitoring_alert_for.FairgpuTenantOverQuota: no such alert in the rule file; known: "),
     ({"FairgpuTenantOverGuarantee": "five minutes"}, "monitoring_alert_for.FairgpuTenantOverGuarantee: 'five minutes' is not a Prometheus duration"),
@@ -177,6 +192,17 @@ def test_alert_result_passes_when_only_the_flooder_fires_after_its_for():
     assert result["metrics"]["over_guarantee_firing_after_s"] == 120.0
     assert result["metrics"]["over_90_percent_held_s"] == {"team-a": 135.0, "team-b": 100.0}
     assert monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a") == [{"start": 1120.0, "end": 1135.0}]
+
+
+def test_alert_result_times_the_firing_from_the_pending_run_that_led_to_it():
+    # Pending from +5 s to +60 s, a break (the condition ended: for: restarts), pending again from +100 s; firing at
+    # +120 s is only 20 s after its own run began, although 115 s after the first pending sample.
+    early = judge([alerts_series("team-a", "pending", list(range(1005, 1065, 5)) + list(range(1100, 1120, 5))),
+                   alerts_series("team-a", "firing", [1120, 1125])])
+    assert not early["checks"][1]["passed"] and early["checks"][1]["observed"] == "pending at +100.0s, firing at +120.0s"
+    assert early["metrics"]["over_guarantee_pending_after_s"] == 5.0
+    assert monitoring_checks.active_since([1005, 1010], [1015], 1015, 10) == 1005
+    assert monitoring_checks.active_since([1005], [1100], 1200, 10) is None
 
 
 def test_alert_result_fails_for_each_way_the_alert_can_go_wrong():
