@@ -152,10 +152,15 @@ def test_helm_objects_carry_the_same_rules_and_the_dashboard():
     assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects)
     rule = kinds[("PrometheusRule", "fairgpu-alerts")]
     assert rule["spec"]["groups"] == yaml.safe_load(RULES)["groups"]
-    kueue = kinds[("ServiceMonitor", "fairgpu-kueue")]["spec"]
+    monitor = kinds[("ServiceMonitor", "fairgpu-kueue")]
+    assert monitor["metadata"]["namespace"] == "kueue-system"
+    kueue = monitor["spec"]
     assert kueue["namespaceSelector"] == {"matchNames": ["kueue-system"]}
     endpoint = kueue["endpoints"][0]
-    assert endpoint["scheme"] == "https" and endpoint["bearerTokenFile"].endswith("serviceaccount/token")
+    assert endpoint["scheme"] == "https" and "bearerTokenFile" not in endpoint
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {
+        "name": "fairgpu-kueue-metrics-reader-token", "key": "token"}}
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
     assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": "kueue"}]
     dcgm = kinds[("ServiceMonitor", "fairgpu-dcgm-exporter")]["spec"]["endpoints"][0]
     assert dcgm["honorLabels"] is False and dcgm["port"] == "gpu-metrics"
@@ -250,3 +255,56 @@ def test_ports_must_be_tcp_ports():
     assert port_errors({"monitoring_prometheus_port": 99999, "monitoring_dcgm_exporter_port": "abc"}) == [
         "monitoring_dcgm_exporter_port: 'abc' is not a TCP port; give a number from 1 to 65535",
         "monitoring_prometheus_port: 99999 is not a TCP port; give a number from 1 to 65535"]
+
+
+def _no_file_access(endpoint):
+    """What a Prometheus with arbitraryFSAccessThroughSMs.deny refuses in a ServiceMonitor endpoint (Prometheus
+    Operator, testForArbitraryFSAccess): bearerTokenFile, and tlsConfig caFile, certFile or keyFile."""
+    tls = endpoint.get("tlsConfig") or {}
+    return "bearerTokenFile" not in endpoint and not any(k in tls for k in ("caFile", "certFile", "keyFile"))
+
+
+@pytest.mark.parametrize("ca, tls", [
+    ({}, {"insecureSkipVerify": True}),
+    ({"secret": {"name": "kueue-metrics-server-cert", "key": "ca.crt"}},
+     {"ca": {"secret": {"name": "kueue-metrics-server-cert", "key": "ca.crt"}},
+      "serverName": "kueue-controller-manager-metrics-service.kueue-system.svc"}),
+    ({"configMap": {"name": "kueue-ca", "key": "ca.crt"}},
+     {"ca": {"configMap": {"name": "kueue-ca", "key": "ca.crt"}},
+      "serverName": "kueue-controller-manager-metrics-service.kueue-system.svc"}),
+])
+def test_kueue_service_monitor_uses_a_token_secret_and_a_ca_reference_never_files(ca, tls):
+    objects = monitoring.helm_objects(TENANTS, RULES, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {},
+                                      "30s", ca, "kueue-controller-manager-metrics-service.kueue-system.svc")
+    monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    assert all(_no_file_access(e) for m in monitors for e in m["spec"]["endpoints"])
+    kueue = next(m for m in monitors if m["metadata"]["name"] == "fairgpu-kueue")["spec"]["endpoints"][0]
+    assert kueue["tlsConfig"] == tls
+    # The reader comes first (ServiceAccount before its token Secret), all in Kueue's namespace or cluster-wide.
+    reader = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects[:4]]
+    assert reader == [("ServiceAccount", "fairgpu-kueue-metrics-reader", "kueue-system"),
+                      ("ClusterRole", "fairgpu-kueue-metrics-reader", None),
+                      ("ClusterRoleBinding", "fairgpu-kueue-metrics-reader", None),
+                      ("Secret", "fairgpu-kueue-metrics-reader-token", "kueue-system")]
+    role, binding, secret = objects[1], objects[2], objects[3]
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fairgpu-kueue-metrics-reader",
+                                    "namespace": "kueue-system"}]
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "fairgpu-kueue-metrics-reader"}
+    assert "data" not in secret and "stringData" not in secret  # the token controller fills it in
+    assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects)
+
+
+@pytest.mark.parametrize("ca, message", [
+    ({"caFile": "/etc/prometheus/secrets/kueue/ca.crt"}, "caFile name a file in the Prometheus container"),
+    ({"secret": {"name": "x"}}, "monitoring_kueue_metrics_ca.secret: needs name and key"),
+    ({"secret": {"name": "x", "key": "ca.crt"}, "configMap": {"name": "y", "key": "ca.crt"}}, "exactly one of"),
+    ("kueue-metrics-server-cert", "must be a mapping"),
+])
+def test_a_kueue_ca_that_cannot_be_used_is_named(ca, message):
+    errors = monitoring.kueue_metrics_tls_errors(ca)
+    assert len(errors) == 1 and message in errors[0]
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_kueue_metrics_ca"):
+        monitoring.helm_objects(TENANTS, RULES, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {},
+                                "30s", ca)
