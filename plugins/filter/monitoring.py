@@ -27,6 +27,13 @@ def _local_config(cluster, **kwargs):
         raise AnsibleFilterError(str(exc))
 
 
+def _helm_objects(*args, **kwargs):
+    try:
+        return monitoring.helm_objects(*args, **kwargs)
+    except monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def _seconds(text):
     try:
         return monitoring.duration_seconds(text)
@@ -43,7 +50,8 @@ class FilterModule(object):
             "monitoring_alert_names": lambda text: sorted(monitoring.alerts(text)),
             "monitoring_alert_seconds": monitoring.alert_seconds,
             "monitoring_local_config": _local_config,
-            "monitoring_helm_objects": monitoring.helm_objects,
+            "monitoring_helm_objects": _helm_objects,
+            "monitoring_kueue_tls_errors": monitoring.kueue_metrics_tls_errors,
             "monitoring_chart_values": monitoring.chart_values,
             "monitoring_duration_seconds": _seconds,
             "monitoring_alert_result": monitoring_checks.alert_result,

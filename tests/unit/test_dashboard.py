@@ -41,7 +41,7 @@ def test_panels_cover_the_issue():
                    "Pending workloads", "Admissions", "Preemptions", "Evictions", "GPUs outside Kueue per tenant"):
         assert wanted in titles
     exprs = " ".join(e for _t, _r, e in dashboard.queries(dashboard.dashboard()))
-    for metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "kueue_cluster_queue_resource_reservation",
+    for metric in ("DCGM_FI_DEV_FB_USED", "fairgpu:gpu_utilisation:ratio", "kueue_cluster_queue_resource_reservation",
                    "kueue_cluster_queue_nominal_quota", "kueue_pending_workloads", "kueue_admitted_workloads_total",
                    "kueue_preempted_workloads_total", "kueue_evicted_workloads_total"):
         assert metric in exprs
@@ -74,3 +74,17 @@ def test_every_panel_query_is_valid_promql(tmp_path):
     path.write_text(yaml.safe_dump(rules))
     result = subprocess.run([tool, "check", "rules", str(path)], check=False, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_utilisation_panels_fall_back_to_gpu_util_through_the_recording_rule():
+    # Profiling metrics are missing on many nodes (NVIDIA/dcgm-exporter#395, #439, #707): no panel may read
+    # DCGM_FI_PROF_GR_ENGINE_ACTIVE alone; the recording rule that chooses per GPU is in the shipped rule file
+    # (promtool tests with, without and mixed profiling metrics: tests/rules/fairgpu-alerts.test.yml).
+    util = [(t, e) for t, _r, e in dashboard.queries(dashboard.dashboard()) if "utilisation" in t]
+    assert len(util) == 2 and all(dashboard.UTILISATION in e and "DCGM_FI_PROF" not in e for _t, e in util)
+    with open(os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")) as handle:
+        groups = yaml.safe_load(handle)["groups"]
+    record = [r for g in groups for r in g["rules"] if r.get("record") == dashboard.UTILISATION]
+    assert len(record) == 1
+    expr = " ".join(record[0]["expr"].split())
+    assert expr == "DCGM_FI_PROF_GR_ENGINE_ACTIVE or on (UUID) DCGM_FI_DEV_GPU_UTIL / 100"

@@ -207,3 +207,30 @@ def test_mig_instances_are_devices_of_their_own():
     assert {name for name, _labels in slice_rows} == {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
                                                       "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}, "no GPU_UTIL for MIG"
     assert slice_rows[0][1]["GPU_I_PROFILE"] == "2g.20gb" and slice_rows[0][1]["GPU_I_ID"] == str(instances[0]["gi_id"])
+
+
+def test_a_node_without_profiling_publishes_gpu_util_and_no_prof_fields():
+    """Field reports: dcgm-exporter skips DCGM_FI_PROF_GR_ENGINE_ACTIVE on GPUs without profiling support or without
+    DCGM's profiling module (NVIDIA/dcgm-exporter#395, #439, #707); GPU_UTIL stays on whole GPUs, MIG instances then
+    have no utilisation field. The rule fairgpu:gpu_utilisation:ratio falls back to GPU_UTIL for such GPUs."""
+    plain = node(name="gpu-node-1", count=1)
+    plain["metadata"]["annotations"][dcgm_sim.ANNOTATION_PROFILING] = "false"
+    mig = node(name="gpu-node-2", count=1)
+    mig["metadata"]["annotations"][dcgm_sim.ANNOTATION_PROFILING] = "false"
+    mig["metadata"]["annotations"]["fairgpu.io/simulated-mig-layout"] = json.dumps([{"2g.20gb": 1}])
+    profiled = node(name="gpu-node-3", count=1)
+    devices = {n["metadata"]["name"]: dcgm_sim.node_devices(n) for n in (plain, mig, profiled)}
+    assert [d["profiling"] for n in sorted(devices) for d in devices[n]] == [False, False, True]
+    held = dcgm_sim.live_gpu_pods([pod("a", node_name="gpu-node-1", util="40"),
+                                   pod("b", node_name="gpu-node-2", resource="nvidia.com/mig-2g.20gb"),
+                                   pod("c", node_name="gpu-node-3", util="60")],
+                                  {"gpu-node-1", "gpu-node-2", "gpu-node-3"})
+    assignment, unplaced = dcgm_sim.assign({}, devices, held)
+    assert unplaced == []
+    names = {}
+    for name, labels, value in dcgm_sim.samples(devices, assignment, held):
+        names.setdefault(dict(labels)["pod"], {})[name] = value
+    assert names["a"] == {"DCGM_FI_DEV_GPU_UTIL": 40, "DCGM_FI_DEV_FB_USED": names["a"]["DCGM_FI_DEV_FB_USED"],
+                          "DCGM_FI_DEV_FB_FREE": names["a"]["DCGM_FI_DEV_FB_FREE"]}
+    assert set(names["b"]) == {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
+    assert names["c"]["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == 0.6 and names["c"]["DCGM_FI_DEV_GPU_UTIL"] == 60

@@ -59,6 +59,21 @@ def test_outside_kueue_alert_is_known_to_overrides_and_to_the_prometheus_rule():
     assert over["expr"].rstrip().endswith("unless on () fairgpu:tenant_gpu_devices_outside_kueue")
 
 
+def test_over_guarantee_reads_the_current_ratio_recorded_before_it():
+    """Issue 14 item 8: the alert's value is what the tenant holds now (recorded earlier in the same group, so the
+    alert reads this evaluation's figure); the last minute's history only bridges a dip with work pending."""
+    group = next(g for g in yaml.safe_load(RULES)["groups"]
+                 if any(r.get("alert") == "FairgpuTenantOverGuarantee" for r in g["rules"]))
+    names = [r.get("record") or r.get("alert") for r in group["rules"]]
+    ratio = "fairgpu:cluster_queue_gpu_reserved_over_nominal:ratio"
+    assert names.index(ratio) < names.index("FairgpuTenantOverGuarantee")
+    record = group["rules"][names.index(ratio)]
+    assert "max_over_time" not in record["expr"] and "kueue_cluster_queue_resource_reservation" in record["expr"]
+    expr = " ".join(group["rules"][names.index("FairgpuTenantOverGuarantee")]["expr"].split())
+    assert expr.startswith("label_replace( %s > 0.9 or ( %s and on (cluster_queue, resource) max_over_time(%s[1m]) > 0.9 "
+                           "and on (cluster_queue) sum by (cluster_queue) (kueue_pending_workloads" % (ratio, ratio, ratio))
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"FairgpuTenantOverQuota": "1m"}, "monitoring_alert_for.FairgpuTenantOverQuota: no such alert in the rule file; known: "),
     ({"FairgpuTenantOverGuarantee": "five minutes"}, "monitoring_alert_for.FairgpuTenantOverGuarantee: 'five minutes' is not a Prometheus duration"),
@@ -137,10 +152,15 @@ def test_helm_objects_carry_the_same_rules_and_the_dashboard():
     assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects)
     rule = kinds[("PrometheusRule", "fairgpu-alerts")]
     assert rule["spec"]["groups"] == yaml.safe_load(RULES)["groups"]
-    kueue = kinds[("ServiceMonitor", "fairgpu-kueue")]["spec"]
+    monitor = kinds[("ServiceMonitor", "fairgpu-kueue")]
+    assert monitor["metadata"]["namespace"] == "kueue-system"
+    kueue = monitor["spec"]
     assert kueue["namespaceSelector"] == {"matchNames": ["kueue-system"]}
     endpoint = kueue["endpoints"][0]
-    assert endpoint["scheme"] == "https" and endpoint["bearerTokenFile"].endswith("serviceaccount/token")
+    assert endpoint["scheme"] == "https" and "bearerTokenFile" not in endpoint
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {
+        "name": "fairgpu-kueue-metrics-reader-token", "key": "token"}}
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
     assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": "kueue"}]
     dcgm = kinds[("ServiceMonitor", "fairgpu-dcgm-exporter")]["spec"]["endpoints"][0]
     assert dcgm["honorLabels"] is False and dcgm["port"] == "gpu-metrics"
@@ -179,6 +199,17 @@ def test_alert_result_passes_when_only_the_flooder_fires_after_its_for():
     assert monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a") == [{"start": 1120.0, "end": 1135.0}]
 
 
+def test_alert_result_times_the_firing_from_the_pending_run_that_led_to_it():
+    # Pending from +5 s to +60 s, a break (the condition ended: for: restarts), pending again from +100 s; firing at
+    # +120 s is only 20 s after its own run began, although 115 s after the first pending sample.
+    early = judge([alerts_series("team-a", "pending", list(range(1005, 1065, 5)) + list(range(1100, 1120, 5))),
+                   alerts_series("team-a", "firing", [1120, 1125])])
+    assert not early["checks"][1]["passed"] and early["checks"][1]["observed"] == "pending at +100.0s, firing at +120.0s"
+    assert early["metrics"]["over_guarantee_pending_after_s"] == 5.0
+    assert monitoring_checks.active_since([1005, 1010], [1015], 1015, 10) == 1005
+    assert monitoring_checks.active_since([1005], [1100], 1200, 10) is None
+
+
 def test_alert_result_fails_for_each_way_the_alert_can_go_wrong():
     never = judge([alerts_series("team-a", "pending", range(1005, 1100, 5))])
     assert not never["checks"][1]["passed"] and "never firing" in never["checks"][1]["observed"]
@@ -215,3 +246,56 @@ def test_pending_spans_and_the_plot(tmp_path):
         {"title": "pending", "series": {"team-a": [[1000, "4"]]}}],
         [dict(pending[0], label="pending", color="orange"), {"start": 1120, "end": 1125, "label": "firing"}])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _no_file_access(endpoint):
+    """What a Prometheus with arbitraryFSAccessThroughSMs.deny refuses in a ServiceMonitor endpoint (Prometheus
+    Operator, testForArbitraryFSAccess): bearerTokenFile, and tlsConfig caFile, certFile or keyFile."""
+    tls = endpoint.get("tlsConfig") or {}
+    return "bearerTokenFile" not in endpoint and not any(k in tls for k in ("caFile", "certFile", "keyFile"))
+
+
+@pytest.mark.parametrize("ca, tls", [
+    ({}, {"insecureSkipVerify": True}),
+    ({"secret": {"name": "kueue-metrics-server-cert", "key": "ca.crt"}},
+     {"ca": {"secret": {"name": "kueue-metrics-server-cert", "key": "ca.crt"}},
+      "serverName": "kueue-controller-manager-metrics-service.kueue-system.svc"}),
+    ({"configMap": {"name": "kueue-ca", "key": "ca.crt"}},
+     {"ca": {"configMap": {"name": "kueue-ca", "key": "ca.crt"}},
+      "serverName": "kueue-controller-manager-metrics-service.kueue-system.svc"}),
+])
+def test_kueue_service_monitor_uses_a_token_secret_and_a_ca_reference_never_files(ca, tls):
+    objects = monitoring.helm_objects(TENANTS, RULES, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {},
+                                      "30s", ca, "kueue-controller-manager-metrics-service.kueue-system.svc")
+    monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    assert all(_no_file_access(e) for m in monitors for e in m["spec"]["endpoints"])
+    kueue = next(m for m in monitors if m["metadata"]["name"] == "fairgpu-kueue")["spec"]["endpoints"][0]
+    assert kueue["tlsConfig"] == tls
+    # The reader comes first (ServiceAccount before its token Secret), all in Kueue's namespace or cluster-wide.
+    reader = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects[:4]]
+    assert reader == [("ServiceAccount", "fairgpu-kueue-metrics-reader", "kueue-system"),
+                      ("ClusterRole", "fairgpu-kueue-metrics-reader", None),
+                      ("ClusterRoleBinding", "fairgpu-kueue-metrics-reader", None),
+                      ("Secret", "fairgpu-kueue-metrics-reader-token", "kueue-system")]
+    role, binding, secret = objects[1], objects[2], objects[3]
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fairgpu-kueue-metrics-reader",
+                                    "namespace": "kueue-system"}]
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "fairgpu-kueue-metrics-reader"}
+    assert "data" not in secret and "stringData" not in secret  # the token controller fills it in
+    assert all(o["metadata"]["labels"]["release"] == "kps" for o in objects)
+
+
+@pytest.mark.parametrize("ca, message", [
+    ({"caFile": "/etc/prometheus/secrets/kueue/ca.crt"}, "caFile name a file in the Prometheus container"),
+    ({"secret": {"name": "x"}}, "monitoring_kueue_metrics_ca.secret: needs name and key"),
+    ({"secret": {"name": "x", "key": "ca.crt"}, "configMap": {"name": "y", "key": "ca.crt"}}, "exactly one of"),
+    ("kueue-metrics-server-cert", "must be a mapping"),
+])
+def test_a_kueue_ca_that_cannot_be_used_is_named(ca, message):
+    errors = monitoring.kueue_metrics_tls_errors(ca)
+    assert len(errors) == 1 and message in errors[0]
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_kueue_metrics_ca"):
+        monitoring.helm_objects(TENANTS, RULES, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {},
+                                "30s", ca)

@@ -251,3 +251,24 @@ _JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_
 def test_any_cluster_content_gives_a_plan(found, provider, confirm):
     plan = teardown.teardown_plan(found, dict(EXISTING, provider=provider), confirm=confirm)
     assert isinstance(plan["lines"], list) and plan["message"]
+
+
+def test_monitoring_helm_objects_are_all_removed_including_the_kueue_metrics_reader():
+    """The helm-mode monitoring objects (the Kueue metrics reader ServiceAccount, its ClusterRole and binding, its
+    token Secret and ServiceMonitor in Kueue's namespace, the DCGM ServiceMonitor, rules and dashboard) are
+    fairgpu's: teardown deletes each, and the reader's token Secret before its ServiceAccount."""
+    import os
+
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
+
+    rules = open(os.path.join(os.path.dirname(__file__), "..", "..", "files", "monitoring",
+                              "fairgpu-alerts.rules.yml")).read()
+    made = monitoring.helm_objects([{"name": "team-a", "namespaces": ["team-a"]}], rules, "{}", "fairgpu-monitoring",
+                                   "kps", "kueue-system", {}, "gpu-operator", {})
+    plan = teardown.teardown_plan(results(applied(made)), EXISTING, confirm="prod-eu")
+    deleted = [teardown.describe(ref) for ref in plan["delete"]]
+    for obj in made:
+        assert teardown.describe(teardown._ref(obj["apiVersion"], obj["kind"], obj)) in deleted
+    assert (deleted.index("Secret kueue-system/fairgpu-kueue-metrics-reader-token")
+            < deleted.index("ServiceAccount kueue-system/fairgpu-kueue-metrics-reader"))
+    assert plan["keep"] == []

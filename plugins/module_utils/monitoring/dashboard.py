@@ -13,6 +13,12 @@ Variables: ``datasource`` (any Prometheus data source) and ``tenant`` (multi-val
 the ``tenant`` label the scrape adds (see ``monitoring.tenant_relabelings``) and attributed to pods through
 ``exported_namespace`` and ``exported_pod`` (honor_labels false). Units: GPU memory in MiB, utilisation as a
 ratio shown in percent, GPUs and workloads as counts, admissions, preemptions and evictions per second.
+
+Utilisation is read from the recording rule ``fairgpu:gpu_utilisation:ratio`` (``files/monitoring/
+fairgpu-alerts.rules.yml``, loaded in both monitoring modes): ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0 to 1) where
+the exporter publishes it, else ``DCGM_FI_DEV_GPU_UTIL`` / 100 (percent), chosen per GPU UUID. Profiling fields are
+not among dcgm-exporter's default counters (NVIDIA/dcgm-exporter ``etc/default-counters.csv``) and are missing on
+GPUs or set-ups without profiling (NVIDIA/dcgm-exporter#395, #439, #707), where panels reading them alone go empty.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +34,8 @@ GPU_RESOURCES = 'resource=~"nvidia.com/gpu|nvidia.com/mig-.+"'
 # FairgpuTenantGpusOutsideKueue counts them).
 HELD_BY_PODS = ('count by (tenant) (group by (tenant, exported_namespace, exported_pod, UUID, GPU_I_ID) '
                 '(DCGM_FI_DEV_FB_USED{tenant=~"$tenant", exported_pod!=""}))')
+# Per device, how busy it is (ratio 0 to 1), with the fallback to GPU_UTIL where profiling metrics are missing.
+UTILISATION = "fairgpu:gpu_utilisation:ratio"
 # What the panels' queries mean for Grafana's own variables when run directly against Prometheus.
 DIRECT_VARIABLES = {"tenant": ".+", "__rate_interval": "1m", "__interval": "30s"}
 
@@ -85,16 +93,19 @@ def panels():
                  "(DCGM_FI_DEV_FB_USED{tenant=~\"$tenant\", exported_pod!=\"\"})",
                  "{{exported_namespace}}/{{exported_pod}}")], 0, 16),
         _panel(7, "GPU utilisation per GPU and MIG slice",
-               "DCGM: graphics engine active ratio of every device, a whole GPU or a MIG slice "
-               "(GPU_UTIL has no value for MIG slices).", "percentunit",
-               [("avg by (Hostname, gpu, GPU_I_PROFILE, GPU_I_ID) (DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
+               "DCGM: how busy every device is, a whole GPU or a MIG slice: the graphics engine active ratio "
+               "(DCGM_FI_PROF_GR_ENGINE_ACTIVE) where the exporter has profiling metrics, else GPU_UTIL / 100 "
+               "(recording rule %s). A MIG slice without profiling metrics has no value (GPU_UTIL has none for "
+               "MIG)." % UTILISATION, "percentunit",
+               [("avg by (Hostname, gpu, GPU_I_PROFILE, GPU_I_ID) (%s)" % UTILISATION,
                  "{{Hostname}} GPU {{gpu}} {{GPU_I_PROFILE}} {{GPU_I_ID}}")], 12, 16),
         _panel(8, "GPU utilisation per job",
-               "DCGM: graphics engine active ratio averaged over the devices of each job's pods (the job is the "
-               "pod name without its last part).", "percentunit",
+               "DCGM: utilisation (%s: graphics engine active ratio, or GPU_UTIL / 100 where profiling "
+               "metrics are missing) averaged over the devices of each job's pods (the job is the pod name without "
+               "its last part)." % UTILISATION, "percentunit",
                [("avg by (tenant, exported_namespace, job_name) (label_replace("
-                 "DCGM_FI_PROF_GR_ENGINE_ACTIVE{tenant=~\"$tenant\", exported_pod!=\"\"}, "
-                 "\"job_name\", \"$1\", \"exported_pod\", \"(.+)-[^-]+\"))",
+                 "%s{tenant=~\"$tenant\", exported_pod!=\"\"}, "
+                 "\"job_name\", \"$1\", \"exported_pod\", \"(.+)-[^-]+\"))" % UTILISATION,
                  "{{exported_namespace}}/{{job_name}}")], 0, 24, w=24),
         _panel(9, "GPUs outside Kueue per tenant",
                "GPU devices (whole GPUs and MIG instances, one each) the DCGM exporter attributes to the tenant's "

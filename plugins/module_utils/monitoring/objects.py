@@ -8,7 +8,8 @@ Pure logic, no cluster access.
 Both modes scrape the same way, so one rule file serves both:
 
 - Kueue's metrics endpoint over HTTPS with the bearer token of a ServiceAccount that RBAC allows ``get`` on the
-  non-resource URL ``/metrics`` (Kueue checks it with a TokenReview and a SubjectAccessReview), job ``kueue``.
+  non-resource URL ``/metrics`` (Kueue checks it with a TokenReview and a SubjectAccessReview), job ``kueue``. In
+  helm mode the token comes from a Secret, never from a file in the Prometheus container (``helm_objects``).
 - The DCGM exporter over HTTP with ``honor_labels: false``, job ``nvidia-dcgm-exporter``: the target's own
   ``namespace``, ``pod``, ``container`` labels (the exporter's, as a ServiceMonitor sets them) win, so the GPU's pod
   arrives as ``exported_namespace``, ``exported_pod``, ``exported_container``. A metric relabelling adds ``tenant``
@@ -22,7 +23,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL, RBAC_API
 
 KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
@@ -177,31 +178,131 @@ def _labelled(obj, release):
     return obj
 
 
-def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_namespace, kueue_service_labels,
-                 dcgm_namespace, dcgm_service_labels, interval="30s"):
-    """fairgpu's objects for kube-prometheus-stack (monitoring_mode helm), all in ``namespace`` and labelled
-    ``release: <release>`` (what the chart's Prometheus selects):
+KUEUE_METRICS_READER = "fairgpu-kueue-metrics-reader"
+KUEUE_METRICS_TOKEN_SECRET = KUEUE_METRICS_READER + "-token"
+# tlsConfig keys that name files inside the Prometheus container: a Prometheus with
+# spec.arbitraryFSAccessThroughSMs.deny refuses a ServiceMonitor that sets any of them (Prometheus Operator,
+# pkg/prometheus/resource_selector.go testForArbitraryFSAccess: bearerTokenFile, tlsConfig caFile/certFile/keyFile).
+_FILE_TLS_KEYS = ("caFile", "certFile", "keyFile")
 
-    - ServiceMonitor ``fairgpu-kueue``: Kueue's metrics Service in ``kueue_namespace`` (``kueue_service_labels``),
-      port ``https``, with the Prometheus pod's ServiceAccount token, as Kueue's own ServiceMonitor does; job ``kueue``.
-    - ServiceMonitor ``fairgpu-dcgm-exporter``: the GPU Operator's DCGM exporter Service in ``dcgm_namespace``
-      (``dcgm_service_labels``), port ``gpu-metrics``, honorLabels false, job ``nvidia-dcgm-exporter``, ``tenant``
-      relabelling.
-    - PrometheusRule ``fairgpu-alerts``: the groups of ``rules_text``.
-    - ConfigMap ``fairgpu-dashboard``: the dashboard, labelled ``grafana_dashboard: "1"`` for the chart's Grafana
-      sidecar.
+
+def kueue_metrics_tls_errors(ca, field="monitoring_kueue_metrics_ca"):
+    """Messages for a CA reference that cannot go into the Kueue ServiceMonitor's ``tlsConfig.ca``; [] when fine.
+
+    ``ca``: ``{}`` (no CA: Kueue's metrics certificate is not verified) or a Prometheus Operator SecretOrConfigMap,
+    exactly one of ``{"secret": {"name", "key"}}`` and ``{"configMap": {"name", "key"}}``, naming an object in Kueue's
+    namespace (the ServiceMonitor's: the operator reads references from the monitor's own namespace). File paths are
+    refused: they are what a Prometheus that denies file access from ServiceMonitors rejects."""
+    if ca in (None, {}):
+        return []
+    if not isinstance(ca, dict):
+        return ["%s: must be a mapping such as {secret: {name: kueue-metrics-server-cert, key: ca.crt}}, got %r"
+                % (field, ca)]
+    files = sorted(k for k in ca if k in _FILE_TLS_KEYS or k.endswith("File"))
+    if files:
+        return ["%s: %s name a file in the Prometheus container, which a Prometheus with "
+                "arbitraryFSAccessThroughSMs.deny refuses; give {secret: {name, key}} or {configMap: {name, key}}"
+                % (field, ", ".join(files))]
+    kinds = sorted(k for k in ca if k in ("secret", "configMap"))
+    errors = []
+    if len(kinds) != 1 or set(ca) != set(kinds):
+        errors.append("%s: give exactly one of secret or configMap (with name and key), got keys %s"
+                      % (field, ", ".join(sorted(map(str, ca))) or "none"))
+    for kind in kinds:
+        ref = ca[kind]
+        if not isinstance(ref, dict) or not ref.get("name") or not ref.get("key"):
+            errors.append("%s.%s: needs name and key, got %r" % (field, kind, ref))
+    return errors
+
+
+def kueue_tls_config(ca=None, server_name=""):
+    """The Kueue ServiceMonitor endpoint's ``tlsConfig`` (Prometheus Operator SafeTLSConfig, no file paths).
+
+    With ``ca`` (a SecretOrConfigMap, see ``kueue_metrics_tls_errors``): ``{"ca": ca, "serverName": server_name}``
+    (the certificate's DNS name, e.g. ``kueue-controller-manager-metrics-service.kueue-system.svc`` as Kueue's
+    chart issues it with cert-manager, Secret ``kueue-metrics-server-cert`` key ``ca.crt``). Without: Kueue's own
+    internal certificate management leaves the metrics server to controller-runtime, which serves a self-signed
+    certificate no CA vouches for (sigs.k8s.io/controller-runtime pkg/metrics/server), so the certificate is not
+    verified (``insecureSkipVerify``, as Kueue's chart's own ServiceMonitor does by default); the bearer token still
+    goes only to the Service's endpoints. Raises MonitoringError for a ``ca`` that cannot be used."""
+    errors = kueue_metrics_tls_errors(ca)
+    if errors:
+        raise MonitoringError("; ".join(errors))
+    if not ca:
+        return {"insecureSkipVerify": True}
+    tls = {"ca": dict(ca)}
+    if server_name:
+        tls["serverName"] = server_name
+    return tls
+
+
+def kueue_metrics_reader_objects(kueue_namespace, name=KUEUE_METRICS_READER):
+    """The identity Prometheus scrapes Kueue with (helm mode), all named ``name``:
+
+    - ServiceAccount in ``kueue_namespace``;
+    - ClusterRole allowing ``get`` on the non-resource URL ``/metrics`` (what Kueue's metrics filter asks RBAC with a
+      SubjectAccessReview), and a ClusterRoleBinding to the ServiceAccount;
+    - Secret ``<name>-token`` of type ``kubernetes.io/service-account-token`` with annotation
+      ``kubernetes.io/service-account.name``: the control plane's token controller fills in ``token`` (and
+      ``ca.crt``, the cluster's CA, not Kueue's) for that ServiceAccount, a long-lived token that lives as long as
+      the Secret (Kubernetes docs, "Manually create a long-lived API token for a ServiceAccount",
+      https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/#manually-create-an-api-token-for-a-serviceaccount,
+      and Secret type ``kubernetes.io/service-account-token``,
+      https://kubernetes.io/docs/concepts/configuration/secret/#serviceaccount-token-secrets). The ServiceAccount
+      must exist first: the list is in apply order.
+
+    In Kueue's namespace because the ServiceMonitor that names the Secret is there (the Prometheus Operator reads a
+    ServiceMonitor's Secret and ConfigMap references in the monitor's own namespace)."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": kueue_namespace}},
+        {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": name},
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": kueue_namespace}]},
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+         "metadata": {"name": name + "-token", "namespace": kueue_namespace,
+                      "annotations": {"kubernetes.io/service-account.name": name}}},
+    ]
+
+
+def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_namespace, kueue_service_labels,
+                 dcgm_namespace, dcgm_service_labels, interval="30s", kueue_metrics_ca=None, kueue_server_name=""):
+    """fairgpu's objects for kube-prometheus-stack (monitoring_mode helm), labelled ``release: <release>`` (what the
+    chart's Prometheus selects), in apply order:
+
+    - ``kueue_metrics_reader_objects(kueue_namespace)``: ServiceAccount, ClusterRole (``get`` on ``/metrics``),
+      ClusterRoleBinding and the ServiceAccount's token Secret.
+    - ServiceMonitor ``fairgpu-kueue`` in ``kueue_namespace``: Kueue's metrics Service (``kueue_service_labels``),
+      port ``https``, job ``kueue``, with the token from that Secret (``authorization.credentials``, a
+      SecretKeySelector) and ``kueue_tls_config(kueue_metrics_ca, kueue_server_name)``: no ``bearerTokenFile`` and
+      no ``tlsConfig`` file paths, which a Prometheus with ``arbitraryFSAccessThroughSMs.deny`` (hardened set-ups,
+      OpenShift user workload monitoring) refuses (Prometheus Operator API reference: Endpoint ``authorization``
+      SafeAuthorization, ``tlsConfig`` SafeTLSConfig with ``ca`` SecretOrConfigMap; ``bearerTokenFile`` deprecated).
+      In Kueue's namespace because the operator resolves those references in the monitor's namespace.
+    - ServiceMonitor ``fairgpu-dcgm-exporter`` in ``namespace``: the GPU Operator's DCGM exporter Service in
+      ``dcgm_namespace`` (``dcgm_service_labels``), port ``gpu-metrics``, honorLabels false, job
+      ``nvidia-dcgm-exporter``, ``tenant`` relabelling (plain HTTP, no credentials).
+    - PrometheusRule ``fairgpu-alerts`` in ``namespace``: the groups of ``rules_text``.
+    - ConfigMap ``fairgpu-dashboard`` in ``namespace``: the dashboard, labelled ``grafana_dashboard: "1"`` for the
+      chart's Grafana sidecar.
+
+    Raises MonitoringError for a ``kueue_metrics_ca`` that cannot be used (``kueue_metrics_tls_errors``).
     """
     def job(name):
         return [{"action": "replace", "targetLabel": "job", "replacement": name}]
 
-    return [
+    tls = kueue_tls_config(kueue_metrics_ca, kueue_server_name)
+    reader = [_labelled(o, release) for o in kueue_metrics_reader_objects(kueue_namespace)]
+    return reader + [
         _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-                   "metadata": {"name": "fairgpu-kueue", "namespace": namespace},
+                   "metadata": {"name": "fairgpu-kueue", "namespace": kueue_namespace},
                    "spec": {"namespaceSelector": {"matchNames": [kueue_namespace]},
                             "selector": {"matchLabels": dict(kueue_service_labels)},
                             "endpoints": [{"port": "https", "scheme": "https", "path": "/metrics", "interval": interval,
-                                           "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-                                           "tlsConfig": {"insecureSkipVerify": True}, "relabelings": job(KUEUE_JOB)}]}},
+                                           "authorization": {"type": "Bearer", "credentials": {
+                                               "name": KUEUE_METRICS_TOKEN_SECRET, "key": "token"}},
+                                           "tlsConfig": tls, "relabelings": job(KUEUE_JOB)}]}},
                   release),
         _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
                    "metadata": {"name": "fairgpu-dcgm-exporter", "namespace": namespace},

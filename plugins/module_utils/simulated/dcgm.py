@@ -26,6 +26,12 @@ The values follow the pod's annotations, which the validate role's load Jobs set
   fraction x (device MiB - context). A free device uses 0 MiB.
 - ``fairgpu.io/simulated-gpu-utilization`` (%, 0 to 100, default 0): GPU_UTIL, and GR_ENGINE_ACTIVE = % / 100.
 
+A node annotated ``fairgpu.io/simulated-dcgm-profiling: "false"`` publishes no ``DCGM_FI_PROF_*`` field, as
+dcgm-exporter does where profiling is unsupported or DCGM's profiling module is not loaded ("Not collecting DCP
+metrics", "Skipping line N ('DCGM_FI_PROF_GR_ENGINE_ACTIVE'): metric not enabled": NVIDIA/dcgm-exporter#395 on
+an M60, #439, #707); its whole GPUs keep ``DCGM_FI_DEV_GPU_UTIL``, its MIG instances then have no utilisation
+field at all. Any other value, or none, means profiling metrics are published.
+
 Only live pods hold devices: phase Running, bound to a simulated GPU node (annotation
 ``fairgpu.io/simulated-gpu-product``), requesting ``nvidia.com/gpu`` or a MIG resource ``nvidia.com/mig-<profile>``.
 On a node the simulated MIG manager partitioned (annotation ``fairgpu.io/simulated-mig-layout``), each GPU
@@ -52,6 +58,7 @@ ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"
 ANNOTATION_MEMORY_MIB = "fairgpu.io/simulated-gpu-memory-mib"
 ANNOTATION_MEMORY_FRACTION = "fairgpu.io/simulated-gpu-memory-fraction"
 ANNOTATION_UTILIZATION = "fairgpu.io/simulated-gpu-utilization"
+ANNOTATION_PROFILING = "fairgpu.io/simulated-dcgm-profiling"
 # MiB a CUDA context takes on the device before the process allocates anything.
 CONTEXT_MIB = 512
 DRIVER_VERSION = "570.124.06"
@@ -76,7 +83,8 @@ def _model_name(product):
 
 def node_devices(node):
     """The devices of a simulated node (a Node object as a dict), in index order: ``[{"node", "gpu", "key",
-    "resource", "uuid", "model_name", "memory_mib"}]`` plus ``mig_profile`` and ``gi_id`` for a GPU instance;
+    "resource", "uuid", "model_name", "memory_mib", "profiling"}]`` (``profiling``: False when the node's
+    ``fairgpu.io/simulated-dcgm-profiling`` annotation is "false") plus ``mig_profile`` and ``gi_id`` for a GPU instance;
     ``[]`` for a node without the annotations. ``key`` tells devices of one node apart (the GPU index, or
     ``"<gpu>/<gi>"``); ``resource`` is what a pod asks for to get it. UUIDs and GPU instance IDs are the
     simulated nvidia-smi's. Raises DcgmSimError for a bad count, memory or layout annotation or an unknown
@@ -102,7 +110,8 @@ def node_devices(node):
     for gpu in gpus:
         whole = {"node": meta["name"], "gpu": gpu["index"], "key": gpu["index"], "resource": GPU_RESOURCE,
                  "uuid": "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (meta["name"], gpu["index"])),
-                 "model_name": _model_name(product), "memory_mib": memory}
+                 "model_name": _model_name(product), "memory_mib": memory,
+                 "profiling": str(annotations.get(ANNOTATION_PROFILING, "true")).lower() != "false"}
         if not gpu["mig_enabled"]:
             devices.append(whole)
         for instance in gpu["gpu_instances"]:
@@ -208,10 +217,11 @@ def device_labels(device, container="", namespace="", pod="", driver_version=DRI
     return labels
 
 
-def device_values(memory_mib, memory_fraction=0.0, utilization=0.0, held=True, mig=False):
-    """The four metrics of one device: ``{name: value}``. ``memory_mib``: the device's memory (MiB);
+def device_values(memory_mib, memory_fraction=0.0, utilization=0.0, held=True, mig=False, profiling=True):
+    """The metrics of one device: ``{name: value}``. ``memory_mib``: the device's memory (MiB);
     ``memory_fraction`` (0 to 1) and ``utilization`` (%) of the pod holding it; ``held``: whether a pod holds it.
-    A MIG instance (``mig``) has no ``DCGM_FI_DEV_GPU_UTIL``."""
+    A MIG instance (``mig``) has no ``DCGM_FI_DEV_GPU_UTIL``; without ``profiling`` there is no
+    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``."""
     used = 0
     if held:
         context = min(CONTEXT_MIB, memory_mib)
@@ -221,6 +231,8 @@ def device_values(memory_mib, memory_fraction=0.0, utilization=0.0, held=True, m
               "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(util / 100.0, 6)}
     if not mig:
         values["DCGM_FI_DEV_GPU_UTIL"] = int(round(util))
+    if not profiling:
+        del values["DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
     return values
 
 
@@ -239,6 +251,6 @@ def samples(devices, assignment, pods, driver_version=DRIVER_VERSION):
             labels = device_labels(device, container, pod and pod["namespace"], pod and pod["name"], driver_version)
             values = device_values(device["memory_mib"], pod["memory_fraction"] if pod else 0.0,
                                    pod["utilization"] if pod else 0.0, held=pod is not None,
-                                   mig=bool(device.get("mig_profile")))
+                                   mig=bool(device.get("mig_profile")), profiling=device.get("profiling", True))
             rows.append((labels, values))
     return [(name, labels, values[name]) for name in METRICS for labels, values in rows if name in values]
