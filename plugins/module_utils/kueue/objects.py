@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
     GPU_POD_POLICY,
@@ -133,11 +133,9 @@ def _labels(tenant=None):
 
 
 def _quantity(value):
-    """A quantity as Kubernetes writes it back: whole numbers in canonical form (``format_count``), strings as
-    given (the callers give canonical ones)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return format_count(value)
-    return str(value)
+    """A quantity (number or string) as the API server writes it back (``canonical_quantity``), so that a second
+    apply of the same value changes nothing."""
+    return canonical_quantity(value)
 
 
 def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
@@ -159,8 +157,8 @@ def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
             "flavors": [{
                 "name": flavor["name"],
                 "resources": [
-                    {"name": "cpu", "nominalQuota": tenant["cpu"]},
-                    {"name": "memory", "nominalQuota": tenant["memory"]},
+                    {"name": "cpu", "nominalQuota": _quantity(tenant["cpu"])},
+                    {"name": "memory", "nominalQuota": _quantity(tenant["memory"])},
                     gpu,
                     {"name": "pods", "nominalQuota": _quantity(tenant["pods"])},
                 ],
@@ -209,6 +207,7 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
     # No pod may ask for more devices than the largest node has: Kueue checks the LimitRange's Container and
     # Pod maxima before admitting (pkg/util/limitrange, v0.19.2), so such a Job is never admitted.
     per_pod = {gpu: _quantity(tenant.get("max_gpus_per_pod", tenant["max_gpus"]))}
+    default_request = {"cpu": _quantity(limit_range["cpu"]), "memory": _quantity(limit_range["memory"]), gpu: "0"}
     return [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": namespace, "labels": namespace_labels,
@@ -229,8 +228,8 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
          "spec": {"limits": [{
              "type": "Container",
              # An explicit 0: with only a max, the API server would default every container to the max.
-             "defaultRequest": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
-             "default": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
+             "defaultRequest": dict(default_request),
+             "default": dict(default_request),
              "max": dict(per_pod),
          }, {"type": "Pod", "max": dict(per_pod)}]}},
         tenant_role(namespace, tenant),
