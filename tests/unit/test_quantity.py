@@ -98,6 +98,18 @@ def test_bytes_are_binary(value, text):
     assert canonical_quantity(value, binary=True) == text
 
 
+@pytest.mark.parametrize("value, text", [
+    # A built-in object's resource list is rounded up to milli units by the API server's defaulting
+    # (kubernetes/kubernetes pkg/apis/core/v1/defaults.go SetDefaults_ResourceList: RoundUp(-3), which rounds away
+    # from zero as TestQuantityRoundUp shows for -9.01); the embedded API server stores these in a ResourceQuota.
+    ("100u", "1m"), ("0.0001", "1m"), ("3.001n", "1m"), ("0.00000012345", "1m"), ("100.0355", "100036m"),
+    ("1080000000n", "1080m"), ("9.0001", "9001m"), ("-9.0001", "-9001m"), ("1e-9", "1e-3"), ("0", "0"),
+    ("1.5Gi", "1536Mi"), (".000001Ki", "2m"), (0.5, "500m"), (1000, "1k"),
+])
+def test_resource_lists_round_up_to_milli_units(value, text):
+    assert canonical_quantity(value, milli=True) == text
+
+
 @pytest.mark.parametrize("value", ["1000E", 10 ** 21, "1000000P", "-1000E", 1e21])
 def test_values_apimachinery_cannot_write_are_refused(value):
     # quantity.go CanonicalizeBytes asks suffix.go constructBytes for the suffix of 10^21 and gets none: "1000E" is

@@ -362,7 +362,8 @@ def test_fractional_weights_and_large_quantities_reach_every_object_in_canonical
     # Issue 14 item 6: a weight of 0.5 was written "0.5"; Kueue's webhook writes it back "500m" when the
     # ClusterQueue is created, and later applies keep "0.5", so every run after the first reported a change.
     tenants = [dict(TEAMS[0], weight=0.5, max_pods=1000, max_jobs=1500, cpu=95.5, memory="0.5Ti",
-                    resource_quota={"requests.cpu": "0.5", "limits.memory": "1024Mi", "requests.storage": "1e3"}),
+                    resource_quota={"requests.cpu": "0.5", "limits.memory": "1024Mi", "requests.storage": "1e3",
+                                    "limits.cpu": "100u"}),
                dict(TEAMS[1], weight=1.5, max_jobs=1000)]
     objects = tenant_plan(tenants, NODES, limit_range={"cpu": "0.25", "memory": "4096Mi"})["objects"]
     cq = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ClusterQueue")}
@@ -371,7 +372,8 @@ def test_fractional_weights_and_large_quantities_reach_every_object_in_canonical
     assert resources["cpu"] == "95500m" and resources["memory"] == "512Gi"
     hard = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in by_kind(objects, "ResourceQuota")}
     assert hard["team-a"] == {"requests.nvidia.com/gpu": "16", "pods": "1k", "count/jobs.batch": "1500",
-                              "requests.cpu": "500m", "limits.memory": "1Gi", "requests.storage": "1e3"}
+                              "requests.cpu": "500m", "limits.memory": "1Gi", "requests.storage": "1e3",
+                              "limits.cpu": "1m"}  # a ResourceQuota is rounded up to milli units
     assert hard["team-b"]["count/jobs.batch"] == "1k"
     limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]
     assert limits["defaultRequest"] == limits["default"] == {"cpu": "250m", "memory": "4Gi", "nvidia.com/gpu": "0"}

@@ -85,15 +85,16 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
 def node_pool_nodes(pools):
     """Expand valid pools into one dict per node: the pool's fields plus ``name`` (``<pool>-<index>``),
     ``pool`` (the pool name) and ``pods`` (default 110); ``cpu``, ``memory`` and ``pods`` as the canonical
-    quantity strings the API server keeps in the node's status (a number of bytes as binary). Call
-    ``node_pool_errors`` first."""
+    quantity strings the API server keeps in the node's status (a resource list: rounded up to milli units; a
+    number of bytes as binary). Call ``node_pool_errors`` first."""
     nodes = []
     for pool in pools:
         for index in range(pool["count"]):
             node = dict(pool)
             node.update(name="%s-%d" % (pool["name"], index), pool=pool["name"],
-                        pods=canonical_quantity(pool.get("pods", DEFAULT_PODS)), cpu=canonical_quantity(pool["cpu"]),
-                        memory=canonical_quantity(pool["memory"], binary=True))
+                        pods=canonical_quantity(pool.get("pods", DEFAULT_PODS), milli=True),
+                        cpu=canonical_quantity(pool["cpu"], milli=True),
+                        memory=canonical_quantity(pool["memory"], binary=True, milli=True))
             nodes.append(node)
     return nodes
 
@@ -118,7 +119,7 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     for node in node_pool_nodes(pools):
         labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
         allocatable = {"cpu": node["cpu"], "memory": node["memory"], "pods": node["pods"]}
-        allocatable.update((name, canonical_quantity(count)) for name, count in resources.items())
+        allocatable.update((name, canonical_quantity(count, milli=True)) for name, count in resources.items())
         nodes.append({"metadata": {"name": node["name"], "labels": labels}, "status": {"allocatable": allocatable}})
     return nodes
 

@@ -27,10 +27,20 @@ eed236ceee2c19c2753a3d93ac0631dc20750454):
   with its suffix, DecimalExponent writes ``e<exponent>`` (none for 0) (amount.go, ``AsCanonicalBytes``;
   suffix.go, ``constructBytes``).
 * a negative quantity is ``-`` and the canonical form of its magnitude (quantity_test.go, ``TestQuantityString``).
+* a DecimalSI exponent above 18 has no suffix: suffix.go ``constructBytes`` finds none and ``CanonicalizeBytes``
+  writes the bare mantissa, so ``"1000E"`` is stored as ``"1"``. ``canonical_quantity`` refuses such a value.
+
+One rule is the API server's, not apimachinery's: every ``v1.ResourceList`` of a built-in object (a ResourceQuota's
+``spec.hard``, a LimitRange's limits, a container's requests and limits, a node's capacity and allocatable) is
+rounded up, away from zero, to whole milli units by defaulting (kubernetes/kubernetes pkg/apis/core/v1/defaults.go,
+``SetDefaults_ResourceList``, calling quantity.go ``RoundUp(-3)``): ``100u`` is stored as ``1m`` there.
+``canonical_quantity(value, milli=True)`` writes such a field; a custom resource's quantities (a ClusterQueue's
+quotas and weight) are not rounded.
 
 Not mirrored: ``ParseQuantity`` keeps the string as written when it merely looks canonical (no trailing
-``000``, no leading zero digit, an exponent that is a multiple of 3), so ``"+1"``, ``"01"`` or ``"1.500"`` come
-back from the API server as written. The canonical forms written here come back unchanged too.
+``000``, no leading zero digit, an exponent that is a multiple of 3), so ``"+1"``, ``"01"``, ``"1.500"`` or
+``"1E6"`` come back from the API server as written (as the embedded API server shows,
+tests/integration/test_25_quantities.py). The canonical forms written here come back unchanged too.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -108,7 +118,7 @@ def parse_quantity(value):
     return Decimal((int(negative), tuple(int(d) for d in str(mantissa)), exponent))
 
 
-def canonical_quantity(value, binary=False):
+def canonical_quantity(value, binary=False, milli=False):
     """The canonical string of quantity ``value``, as the API server writes it back (apimachinery's
     ``Quantity.String()``; the rules and their sources are in the module docstring).
 
@@ -116,6 +126,8 @@ def canonical_quantity(value, binary=False):
     float or Decimal, in base units: cores, bytes, devices), written as DecimalSI, or as BinarySI when
     ``binary`` is true (bytes). Examples: ``0.5`` -> ``"500m"``, ``1000`` -> ``"1k"``, ``"1.5Gi"`` ->
     ``"1536Mi"``, ``(1000, binary=True)`` -> ``"1k"`` (below 1024), ``"1e3"`` -> ``"1e3"``, ``1e-10`` -> ``"1n"``.
+    ``milli``: round the magnitude up to whole milli units first, as the API server does for a built-in object's
+    resource list (``("100u", milli=True)`` -> ``"1m"``, ``("100.0355", milli=True)`` -> ``"100036m"``).
 
     Raises ValueError for what is not a quantity, and for a value written as DecimalSI whose exponent would
     pass ``E`` (10^18), such as ``"1000E"``: apimachinery has no suffix for it and writes the mantissa alone
@@ -124,10 +136,11 @@ def canonical_quantity(value, binary=False):
     negative, mantissa, exponent, form = _parse(value)
     if binary and not isinstance(value, str):
         form = BINARY_SI
-    # ParseQuantity: the magnitude rounded up to whole nano units (10^-9) ...
-    if exponent < -9:
-        whole, rest = divmod(mantissa, 10 ** (-9 - exponent))
-        mantissa, exponent = whole + (1 if rest else 0), -9
+    # ParseQuantity: the magnitude rounded up to whole nano units (10^-9); a ResourceList's to milli units ...
+    floor = -3 if milli else -9
+    if exponent < floor:
+        whole, rest = divmod(mantissa, 10 ** (floor - exponent))
+        mantissa, exponent = whole + (1 if rest else 0), floor
     # ... and a BinarySI magnitude capped at 2^63-1.
     if form == BINARY_SI and (mantissa * 10 ** exponent if exponent >= 0 else
                               Decimal(mantissa).scaleb(exponent)) > _MAX_BINARY:

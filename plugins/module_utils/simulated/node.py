@@ -142,7 +142,7 @@ def node_patches(current_labels, current_status, labels, resources):
     after = {"labels": {k: labels.get(k) for k in keys}}
     for field in ("capacity", "allocatable"):
         current = current_status.get(field) or {}
-        wanted = {name: canonical_quantity(count) for name, count in resources.items()}
+        wanted = {name: canonical_quantity(count, milli=True) for name, count in resources.items()}
         # Accelerator resources of an earlier layout go away (None removes them in a merge patch).
         wanted.update((name, None) for name in current if name.startswith("nvidia.com/") and name not in resources)
         changed = {name: value for name, value in wanted.items() if current.get(name) != value}
