@@ -14,8 +14,17 @@ def test_valid_pool_expands_to_named_nodes():
     assert node_pool_errors([POOL]) == []
     nodes = node_pool_nodes([POOL])
     assert [n["name"] for n in nodes] == ["gpu-node-0", "gpu-node-1"]
-    assert nodes[0]["pods"] == 110 and nodes[0]["pool"] == "gpu-node"
+    assert nodes[0]["pods"] == "110" and nodes[0]["pool"] == "gpu-node"
     assert total_gpus([POOL]) == 16
+
+
+def test_expanded_nodes_carry_canonical_quantities():
+    # The kwok template writes them into the Node's status, which the API server keeps in canonical form.
+    pool = dict(POOL, cpu="96000m", memory=2 ** 40, pods=1000)
+    node = node_pool_nodes([pool])[0]
+    assert (node["cpu"], node["memory"], node["pods"]) == ("96", "1Ti", "1k")
+    node = node_pool_nodes([dict(POOL, cpu="1.5", memory="1.5Gi")])[0]
+    assert (node["cpu"], node["memory"]) == ("1500m", "1536Mi")
 
 
 @pytest.mark.parametrize("change, message", [

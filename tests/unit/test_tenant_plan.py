@@ -96,6 +96,10 @@ def test_tenant_role_cannot_unsuspend_or_touch_quota():
     ([dict(TEAMS[0], gpus=12), TEAMS[1]], "the guarantees (gpus) of team-a, team-b add up to 20 nvidia.com/gpu but the cluster's nodes offer 16"),
     ([dict(TEAMS[0], gpu_resource="nvidia.com/gpus"), TEAMS[1]], "tenants_list[0] (team-a).gpu_resource: 'nvidia.com/gpus' is not an accelerator resource"),
     ([dict(TEAMS[0], weight=0), TEAMS[1]], "tenants_list[0] (team-a).weight: the fair-sharing weight must be a number > 0, got 0"),
+    # apimachinery would write 1000E back as "1" (common/quantity.py)
+    ([dict(TEAMS[0], max_jobs=10 ** 21), TEAMS[1]], "tenants_list[0] (team-a).max_jobs: 1000000000000000000000 is too large to be written"),
+    ([dict(TEAMS[0], resource_quota={"requests.cpu": "1000E"}), TEAMS[1]],
+     "tenants_list[0] (team-a).resource_quota['requests.cpu']: '1000E' is not a Kubernetes quantity >= 0"),
     ([dict(TEAMS[0], lending_limit=9), TEAMS[1]], "tenants_list[0] (team-a).lending_limit: 9 is more than the tenant's guarantee"),
     ([dict(TEAMS[0], max_gpus=4), TEAMS[1]], "tenants_list[0] (team-a).max_gpus: 4 is below the guarantee"),
     ([dict(TEAMS[0], namespaces=["team-b"]), TEAMS[1]], "'team-b' already belongs to tenant 'team-a'"),
@@ -349,15 +353,27 @@ def test_pod_slots_are_checked_with_the_defaults(pools_pods, tenants, message):
     assert any(message in e for e in errors), errors
 
 
-@pytest.mark.parametrize("value, text", [(0, "0"), (8, "8"), (999, "999"), (1000, "1k"), (1500, "1500"),
-                                         (2000000, "2M"), (10 ** 18, "1E"), (10 ** 21, "1000E")])
-def test_whole_numbers_are_written_as_the_api_server_writes_them(value, text):
-    # apimachinery's DecimalSI canonical form (k8s.io/apimachinery/pkg/api/resource/quantity.go): a ResourceQuota
-    # of count/jobs.batch: 1000 reads back as 1k, so writing 1000 would report a change on every run.
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
-    assert format_count(value) == text
-
-
 def test_large_counts_reach_the_objects_in_canonical_form():
     plan = tenant_plan([dict(TEAMS[0], max_jobs=2000), TEAMS[1]], NODES)
     assert by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]["count/jobs.batch"] == "2k"
+
+
+def test_fractional_weights_and_large_quantities_reach_every_object_in_canonical_form():
+    # Issue 14 item 6: a weight of 0.5 was written "0.5"; Kueue's webhook writes it back "500m" when the
+    # ClusterQueue is created, and later applies keep "0.5", so every run after the first reported a change.
+    tenants = [dict(TEAMS[0], weight=0.5, max_pods=1000, max_jobs=1500, cpu=95.5, memory="0.5Ti",
+                    resource_quota={"requests.cpu": "0.5", "limits.memory": "1024Mi", "requests.storage": "1e3",
+                                    "limits.cpu": "100u"}),
+               dict(TEAMS[1], weight=1.5, max_jobs=1000)]
+    objects = tenant_plan(tenants, NODES, limit_range={"cpu": "0.25", "memory": "4096Mi"})["objects"]
+    cq = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ClusterQueue")}
+    assert cq["team-a"]["fairSharing"] == {"weight": "500m"} and cq["team-b"]["fairSharing"] == {"weight": "1500m"}
+    resources = {r["name"]: r["nominalQuota"] for r in cq["team-a"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert resources["cpu"] == "95500m" and resources["memory"] == "512Gi"
+    hard = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in by_kind(objects, "ResourceQuota")}
+    assert hard["team-a"] == {"requests.nvidia.com/gpu": "16", "pods": "1k", "count/jobs.batch": "1500",
+                              "requests.cpu": "500m", "limits.memory": "1Gi", "requests.storage": "1e3",
+                              "limits.cpu": "1m"}  # a ResourceQuota is rounded up to milli units
+    assert hard["team-b"]["count/jobs.batch"] == "1k"
+    limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]
+    assert limits["defaultRequest"] == limits["default"] == {"cpu": "250m", "memory": "4Gi", "nvidia.com/gpu": "0"}

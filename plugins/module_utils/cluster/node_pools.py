@@ -17,7 +17,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label, is_whole_number
 
 DEFAULT_PODS = 110
@@ -30,6 +30,7 @@ def _is_quantity(value):
         return False
     try:
         amount = parse_quantity(value)
+        canonical_quantity(value)  # a multiple of 1000E cannot be written back
     except ValueError:
         return False
     return amount.is_finite() and amount >= 0
@@ -83,12 +84,17 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
 
 def node_pool_nodes(pools):
     """Expand valid pools into one dict per node: the pool's fields plus ``name`` (``<pool>-<index>``),
-    ``pool`` (the pool name) and ``pods`` (default 110). Call ``node_pool_errors`` first."""
+    ``pool`` (the pool name) and ``pods`` (default 110); ``cpu``, ``memory`` and ``pods`` as the canonical
+    quantity strings the API server keeps in the node's status (a resource list: rounded up to milli units; a
+    number of bytes as binary). Call ``node_pool_errors`` first."""
     nodes = []
     for pool in pools:
         for index in range(pool["count"]):
             node = dict(pool)
-            node.update(name="%s-%d" % (pool["name"], index), pool=pool["name"], pods=pool.get("pods", DEFAULT_PODS))
+            node.update(name="%s-%d" % (pool["name"], index), pool=pool["name"],
+                        pods=canonical_quantity(pool.get("pods", DEFAULT_PODS), milli=True),
+                        cpu=canonical_quantity(pool["cpu"], milli=True),
+                        memory=canonical_quantity(pool["memory"], binary=True, milli=True))
             nodes.append(node)
     return nodes
 
@@ -112,8 +118,8 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     nodes = []
     for node in node_pool_nodes(pools):
         labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
-        allocatable = {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"])}
-        allocatable.update((name, str(count)) for name, count in resources.items())
+        allocatable = {"cpu": node["cpu"], "memory": node["memory"], "pods": node["pods"]}
+        allocatable.update((name, canonical_quantity(count, milli=True)) for name, count in resources.items())
         nodes.append({"metadata": {"name": node["name"], "labels": labels}, "status": {"allocatable": allocatable}})
     return nodes
 

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
     GPU_POD_POLICY,
@@ -132,12 +132,11 @@ def _labels(tenant=None):
     return labels
 
 
-def _quantity(value):
-    """A quantity as Kubernetes writes it back: whole numbers in canonical form (``format_count``), strings as
-    given (the callers give canonical ones)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return format_count(value)
-    return str(value)
+def _quantity(value, milli=False):
+    """A quantity (number or string) as the API server writes it back (``canonical_quantity``), so that a second
+    apply of the same value changes nothing. ``milli``: for a built-in object's resource list (ResourceQuota,
+    LimitRange), which the API server rounds up to whole milli units."""
+    return canonical_quantity(value, milli=milli)
 
 
 def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
@@ -159,8 +158,8 @@ def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
             "flavors": [{
                 "name": flavor["name"],
                 "resources": [
-                    {"name": "cpu", "nominalQuota": tenant["cpu"]},
-                    {"name": "memory", "nominalQuota": tenant["memory"]},
+                    {"name": "cpu", "nominalQuota": _quantity(tenant["cpu"])},
+                    {"name": "memory", "nominalQuota": _quantity(tenant["memory"])},
                     gpu,
                     {"name": "pods", "nominalQuota": _quantity(tenant["pods"])},
                 ],
@@ -199,16 +198,18 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
     hard = dict(tenant["resource_quota"])
-    hard["requests." + gpu] = _quantity(tenant["max_gpus"])
-    hard["pods"] = _quantity(tenant["max_pods"])
-    hard["count/jobs.batch"] = _quantity(tenant["max_jobs"])
+    hard["requests." + gpu] = tenant["max_gpus"]
+    hard["pods"] = tenant["max_pods"]
+    hard["count/jobs.batch"] = tenant["max_jobs"]
     namespace_labels = dict(labels)
     for mode in ("enforce", "warn"):
         namespace_labels[POD_SECURITY_LABEL + mode] = isolation["pod_security_" + mode]
         namespace_labels[POD_SECURITY_LABEL + mode + "-version"] = "latest"
     # No pod may ask for more devices than the largest node has: Kueue checks the LimitRange's Container and
     # Pod maxima before admitting (pkg/util/limitrange, v0.19.2), so such a Job is never admitted.
-    per_pod = {gpu: _quantity(tenant.get("max_gpus_per_pod", tenant["max_gpus"]))}
+    per_pod = {gpu: _quantity(tenant.get("max_gpus_per_pod", tenant["max_gpus"]), milli=True)}
+    default_request = {"cpu": _quantity(limit_range["cpu"], milli=True),
+                       "memory": _quantity(limit_range["memory"], milli=True), gpu: "0"}
     return [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": namespace, "labels": namespace_labels,
@@ -223,14 +224,14 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
         # Only the requests. form is enforced for an extended resource.
         {"apiVersion": "v1", "kind": "ResourceQuota",
          "metadata": {"name": RESOURCE_QUOTA, "namespace": namespace, "labels": labels},
-         "spec": {"hard": {key: _quantity(value) for key, value in sorted(hard.items())}}},
+         "spec": {"hard": {key: _quantity(value, milli=True) for key, value in sorted(hard.items())}}},
         {"apiVersion": "v1", "kind": "LimitRange",
          "metadata": {"name": LIMIT_RANGE, "namespace": namespace, "labels": labels},
          "spec": {"limits": [{
              "type": "Container",
              # An explicit 0: with only a max, the API server would default every container to the max.
-             "defaultRequest": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
-             "default": {"cpu": limit_range["cpu"], "memory": limit_range["memory"], gpu: "0"},
+             "defaultRequest": dict(default_request),
+             "default": dict(default_request),
              "max": dict(per_pod),
          }, {"type": "Pod", "max": dict(per_pod)}]}},
         tenant_role(namespace, tenant),

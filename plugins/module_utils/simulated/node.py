@@ -24,6 +24,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
@@ -130,8 +131,8 @@ def node_patches(current_labels, current_status, labels, resources):
 
     Returns ``(label_patch, status_patch, diff)``: ``label_patch`` maps only labels whose value differs;
     ``status_patch`` is ``{"capacity": {...}, "allocatable": {...}}`` with only differing resources (quantities
-    as strings, as the API stores them) or ``{}``; ``diff`` is ``{"before": ..., "after": ...}`` over the keys
-    this layer owns.
+    as the API server writes them back, ``canonical_quantity``) or ``{}``; ``diff`` is ``{"before": ...,
+    "after": ...}`` over the keys this layer owns.
     """
     label_patch = {k: v for k, v in labels.items() if current_labels.get(k) != v}
     label_patch.update((k, None) for k in current_labels if owned_label(k) and k not in labels)
@@ -141,7 +142,7 @@ def node_patches(current_labels, current_status, labels, resources):
     after = {"labels": {k: labels.get(k) for k in keys}}
     for field in ("capacity", "allocatable"):
         current = current_status.get(field) or {}
-        wanted = {name: str(count) for name, count in resources.items()}
+        wanted = {name: canonical_quantity(count, milli=True) for name, count in resources.items()}
         # Accelerator resources of an earlier layout go away (None removes them in a merge patch).
         wanted.update((name, None) for name in current if name.startswith("nvidia.com/") and name not in resources)
         changed = {name: value for name, value in wanted.items() if current.get(name) != value}

@@ -49,9 +49,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import numbers
+from decimal import Decimal
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_cpu, format_memory, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
@@ -235,6 +236,17 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                 continue
             explicit[field] += amount * (1000 if field == "cpu" else 1)
 
+        # What passed the checks above must also be writable: apimachinery writes a multiple of 10^21 (1000E)
+        # as its bare mantissa, another value (common/quantity.py).
+        for field in ("gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus", "pods", "max_pods",
+                      "max_jobs", "cpu", "memory"):
+            try:
+                if isinstance(tenant.get(field), (str, numbers.Real)) and not isinstance(tenant.get(field), bool):
+                    canonical_quantity(tenant[field])
+            except ValueError as exc:
+                if "cannot write" in str(exc):
+                    err(field, "%r is too large to be written as a Kubernetes quantity" % (tenant[field],))
+
     if capacity is not None:
         for resource, total in sorted(guaranteed.items()):
             offered = capacity.get(resource, 0)
@@ -341,6 +353,7 @@ def resource_quota_errors(hard, resource):
         try:
             if isinstance(value, bool) or not isinstance(value, (str, int)) or parse_quantity(value) < 0:
                 raise ValueError(value)
+            canonical_quantity(value)
         except (ValueError, ArithmeticError):
             problems.append((at, "%r is not a Kubernetes quantity >= 0" % (value,)))
     return problems
@@ -414,11 +427,12 @@ def normalise(tenants, capacity, priority_classes=(), max_jobs=DEFAULT_MAX_JOBS)
             "pods": pods,
             "max_pods": tenant["max_pods"] if tenant.get("max_pods") is not None else max(pods, pod_slots),
             "max_jobs": tenant["max_jobs"] if tenant.get("max_jobs") is not None else max_jobs,
-            "cpu": format_cpu(parse_quantity(tenant["cpu"]) * 1000 if tenant.get("cpu") is not None
-                              else int(capacity.get("cpu", 0) * fraction)),
-            # Memory shares are rounded down to whole MiB.
-            "memory": format_memory(parse_quantity(tenant["memory"]) if tenant.get("memory") is not None
-                                    else int(capacity.get("memory", 0) * fraction) // MIB * MIB),
+            # Canonical quantities (common/quantity.py): a tenant's own value keeps its format ("64G" stays
+            # decimal); a share of the nodes is written in cores and in binary bytes, rounded down to whole MiB.
+            "cpu": canonical_quantity(tenant["cpu"] if tenant.get("cpu") is not None
+                                      else Decimal(int(capacity.get("cpu", 0) * fraction)) / 1000),
+            "memory": canonical_quantity(tenant["memory"] if tenant.get("memory") is not None
+                                         else int(capacity.get("memory", 0) * fraction) // MIB * MIB, binary=True),
         }
         result.append(entry)
     return result
