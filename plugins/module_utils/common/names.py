@@ -36,6 +36,11 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "fairgpu"}
+# Taints Kubernetes puts on a node for its state, not its pool: node.kubernetes.io/unschedulable (cordon, the
+# node lifecycle controller's TaintNodesByCondition), /not-ready, /unreachable, /memory-pressure ... (well-known
+# taints, https://kubernetes.io/docs/reference/labels-annotations-taints/). They come and go with a drain.
+NODE_LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # The Job controller labels a Job's pods job-name=<job name>.
 JOB_NAME_LABEL = "job-name"
 

@@ -7,7 +7,7 @@ Pure logic, no cluster access. The ``tenants`` role applies what ``tenant_object
 renders manifests uses the same function, so both give the same objects.
 
 API versions follow upstream: Kueue ``kueue.x-k8s.io/v1beta2`` (ClusterQueue ``spec.cohortName``, Cohort,
-ResourceFlavor ``spec.nodeLabels``, LocalQueue ``spec.clusterQueue``), Kubernetes ``v1`` and
+ResourceFlavor ``spec.nodeLabels``, ``nodeTaints`` and ``tolerations``, LocalQueue ``spec.clusterQueue``), Kubernetes ``v1`` and
 ``rbac.authorization.k8s.io/v1``.
 """
 
@@ -37,6 +37,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     TENANT_LABEL,
     TENANT_ROLE,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.taints import MAX_FLAVOR_TAINTS, tolerations_for
 
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
@@ -95,19 +96,54 @@ def flavor_name(product):
     return re.sub(r"[^a-z0-9-]+", "-", product.lower()).strip("-")
 
 
-def gpu_flavors(nodes_by_product):
+def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None):
     """ResourceFlavors for the GPU products present: ``{product: {resource: count}}`` -> list of dicts
-    ``{"name", "product", "resources": {resource: total count}}`` sorted by name."""
-    return [
-        {"name": flavor_name(product), "product": product, "resources": dict(sorted(resources.items()))}
-        for product, resources in sorted(nodes_by_product.items())
-    ]
+    ``{"name", "product", "resources": {resource: total count}, "node_taints": [taint], "tolerations":
+    [toleration]}`` sorted by name.
+
+    ``taints_by_product``: ``{product: [taint]}``, the taints common to the product's schedulable nodes
+    (``plan.cluster_capacity``); the flavor declares them as ``spec.nodeTaints`` and tolerates them
+    (``taints.tolerations_for``), so Kueue admits only to quota whose pods can land and adds the tolerations
+    to the admitted pods (Kueue v0.19.2, apis/kueue/v1beta2/resourceflavor_types.go). ``settings``: the
+    inventory's ``{product: {"node_taints", "tolerations"}}``; a given list replaces the default."""
+    taints_by_product = taints_by_product or {}
+    settings = settings or {}
+    flavors = []
+    for product, resources in sorted(nodes_by_product.items()):
+        entry = settings.get(product) or {}
+        node_taints = entry.get("node_taints", taints_by_product.get(product, []))
+        flavors.append({"name": flavor_name(product), "product": product, "resources": dict(sorted(resources.items())),
+                        "node_taints": [dict(t) for t in node_taints],
+                        "tolerations": [dict(t) for t in entry.get("tolerations", tolerations_for(node_taints))]})
+    return flavors
+
+
+def flavor_object(flavor):
+    """The ResourceFlavor of a ``gpu_flavors`` item: ``nodeLabels`` the GPU product, ``nodeTaints`` and
+    ``tolerations`` when there are any (left out when empty, as the API server writes them back)."""
+    spec = {"nodeLabels": {GPU_PRODUCT_LABEL: flavor["product"]}}
+    if flavor.get("node_taints"):
+        spec["nodeTaints"] = flavor["node_taints"]
+    if flavor.get("tolerations"):
+        spec["tolerations"] = flavor["tolerations"]
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor["name"], "labels": _labels()},
+            "spec": spec}
 
 
 def flavor_errors(tenants, flavors):
     """Each tenant's accelerator resource must be offered by exactly one flavor (one GPU product).
-    Returns error strings naming the tenant."""
+    Returns error strings naming the tenant; and a used flavor's taints and tolerations must fit Kueue's limit of
+    ``taints.MAX_FLAVOR_TAINTS`` each (ResourceFlavorSpec MaxItems=8, Kueue v0.19.2)."""
     errors = []
+    for flavor in flavors:
+        used = any(t["gpu_resource"] in flavor["resources"] for t in tenants)
+        for field in ("node_taints", "tolerations"):
+            if used and len(flavor.get(field) or []) > MAX_FLAVOR_TAINTS:
+                errors.append(
+                    "ResourceFlavor %s: the %s nodes have %d %s in common; a ResourceFlavor takes at most %d: give "
+                    "tenants_gpu_flavors[%s].%s the ones that matter" % (
+                        flavor["name"], flavor["product"], len(flavor[field]), field.replace("_", " "),
+                        MAX_FLAVOR_TAINTS, flavor["product"], field))
     for tenant in tenants:
         offering = [f["name"] for f in flavors if tenant["gpu_resource"] in f["resources"]]
         if not offering:
@@ -440,9 +476,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         objects.append({"apiVersion": KUEUE_API, "kind": "Cohort",
                         "metadata": {"name": cohort, "labels": _labels()}, "spec": {}})
     for name in sorted(used):
-        objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
-                        "metadata": {"name": name, "labels": _labels()},
-                        "spec": {"nodeLabels": {GPU_PRODUCT_LABEL: used[name]["product"]}}})
+        objects.append(flavor_object(used[name]))
     for tenant in tenants:
         flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
         objects.append(cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy))

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_PRODUCT_LABEL, LOCAL_QUEUE_SUFFIX
@@ -25,30 +26,72 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     Returns ``{"resources": {accelerator resource: int}, "cpu": millicores (int), "memory": bytes (int),
     "pods": pod slots for tenants (int: allocatable pods less ``pods_reserved_per_node`` on each node),
     "per_node": {accelerator resource: the most devices one node offers}, "products": {gpu product:
-    {accelerator resource: int}}}``. Only nodes with a ``nvidia.com/gpu.product`` label count (CPU, memory and
-    pods of other nodes are not for GPU tenants).
+    {accelerator resource: int}}, "schedulable": {accelerator resource: int}, "unavailable": [{"name", "reason",
+    "resources": {accelerator resource: int}}], "taints": {gpu product: [taint]}}``. Only nodes with a
+    ``nvidia.com/gpu.product`` label count (CPU, memory and pods of other nodes are not for GPU tenants).
+
+    ``resources`` and the other totals count every GPU node, the installed capacity: quotas are planned on it, so
+    a drain neither fails the next run nor rewrites the tenants' objects. ``schedulable`` leaves out the cordoned
+    and NotReady nodes (``taints.unavailable_reason``), which ``unavailable`` names; ``tenant_plan`` warns when the
+    guarantees exceed it. ``taints``: the taints common to each product's schedulable nodes (all its nodes when
+    none is schedulable), without the ``node.kubernetes.io/`` lifecycle ones (``taints.common_taints``).
     """
-    totals, products, per_node = {}, {}, {}
+    totals, products, per_node, schedulable, by_product = {}, {}, {}, {}, {}
+    unavailable = []
     cpu = memory = pods = 0
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
         product = labels.get(GPU_PRODUCT_LABEL)
         if not product:
             continue
+        reason = node_taints.unavailable_reason(node)
+        by_product.setdefault(product, []).append((node, reason))
         allocatable = (node.get("status") or {}).get("allocatable") or {}
+        devices = {}
         for name, value in allocatable.items():
             if tenant_spec.is_accelerator_resource(name):
                 count = int(parse_quantity(value))
                 if count:
+                    devices[name] = count
                     totals[name] = totals.get(name, 0) + count
                     per_node[name] = max(per_node.get(name, 0), count)
                     per = products.setdefault(product, {})
                     per[name] = per.get(name, 0) + count
+                    if reason is None:
+                        schedulable[name] = schedulable.get(name, 0) + count
+        if reason is not None:
+            unavailable.append({"name": (node.get("metadata") or {}).get("name"), "reason": reason,
+                                "resources": devices})
         cpu += int(parse_quantity(allocatable.get("cpu", 0)) * 1000)
         memory += int(parse_quantity(allocatable.get("memory", 0)))
         pods += max(0, int(parse_quantity(allocatable.get("pods", 0))) - pods_reserved_per_node)
+    taints = {}
+    for product, entries in by_product.items():
+        ready = [n for n, reason in entries if reason is None]
+        taints[product] = node_taints.common_taints(ready or [n for n, _reason in entries])
     return {"resources": totals, "cpu": cpu, "memory": memory, "pods": pods, "per_node": per_node,
-            "products": products}
+            "products": products, "schedulable": schedulable,
+            "unavailable": sorted(unavailable, key=lambda u: str(u["name"])), "taints": taints}
+
+
+def capacity_warnings(tenants, capacity):
+    """Warnings (strings) for accelerator resources whose guarantees (``gpus`` of the normalised ``tenants``)
+    exceed what the schedulable nodes offer, naming the nodes left out: Kueue admits up to the guarantees, and
+    the pods of what the nodes cannot hold stay Pending while holding the tenant's quota."""
+    warnings = []
+    for resource in sorted({t["gpu_resource"] for t in tenants}):
+        guaranteed = sum(t["gpus"] for t in tenants if t["gpu_resource"] == resource)
+        offered = capacity["schedulable"].get(resource, 0)
+        if guaranteed > offered:
+            left_out = ["%s (%s)" % (u["name"], u["reason"]) for u in capacity["unavailable"]
+                        if u["resources"].get(resource)]
+            warnings.append(
+                "%s: the tenants are guaranteed %d but the schedulable nodes offer %d of the %d installed; not "
+                "counted: %s. Kueue admits up to the guarantees and pods beyond what the nodes hold stay Pending "
+                "until the nodes return (uncordon them or lower the guarantees)"
+                % (resource, guaranteed, offered, capacity["resources"].get(resource, 0),
+                   ", ".join(left_out) or "none"))
+    return warnings
 
 
 def capacity_totals(capacity):
@@ -58,7 +101,8 @@ def capacity_totals(capacity):
 
 
 def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                limit_range=None, local_queue_suffix=LOCAL_QUEUE_SUFFIX, priority_classes=None, isolation=None):
+                limit_range=None, local_queue_suffix=LOCAL_QUEUE_SUFFIX, priority_classes=None, isolation=None,
+                gpu_flavors=None):
     """Validate ``tenants`` against the cluster's ``nodes`` and build their objects.
 
     ``nodes``: the GPU Node objects (API dicts), or None when they are not known yet (site.yml's pre-check of a
@@ -66,14 +110,18 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
 
     ``priority_classes``: the platform's WorkloadPriorityClasses ``[{"name", "value", "description"}]``
     (None: none). ``isolation``: the namespace policy (``kueue_objects.DEFAULT_ISOLATION`` and its keys;
-    ``pods_reserved_per_node`` and ``max_jobs`` are used here). The other arguments are those of
-    ``kueue_objects.tenant_objects``.
-    Returns ``{"errors": [str], "tenants": [normalised tenant], "objects": [manifest], "capacity": {...},
-    "local_queue_suffix": str, "priority_classes": [...], "isolation": the namespace policy in force}``; when ``errors`` is not empty, ``tenants`` and
-    ``objects`` are empty. Never raises on bad tenant input.
+    ``pods_reserved_per_node`` and ``max_jobs`` are used here). ``gpu_flavors``: the inventory's ResourceFlavor
+    settings per GPU product (``taints.flavor_settings_errors``; None: the taints common to each product's
+    schedulable nodes, tolerated). The other arguments are those of ``kueue_objects.tenant_objects``.
+    Returns ``{"errors": [str], "warnings": [str], "tenants": [normalised tenant], "objects": [manifest],
+    "capacity": {...}, "local_queue_suffix": str, "priority_classes": [...], "isolation": the namespace policy in
+    force}``; when ``errors`` is not empty, ``tenants`` and ``objects`` are empty. ``warnings`` name what does not
+    stop the run: guarantees above the schedulable nodes (``capacity_warnings``), flavor settings for products no
+    node has. Never raises on bad tenant input.
     """
     priority_classes = [] if priority_classes is None else priority_classes
-    plan = {"errors": kueue_objects.isolation_errors(isolation), "tenants": [], "objects": [], "capacity": None,
+    plan = {"errors": kueue_objects.isolation_errors(isolation) + node_taints.flavor_settings_errors(gpu_flavors),
+            "warnings": [], "tenants": [], "objects": [], "capacity": None,
             "local_queue_suffix": local_queue_suffix, "priority_classes": priority_classes, "isolation": None}
     if plan["errors"]:
         return plan
@@ -92,7 +140,9 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         return plan
     normalised = tenant_spec.normalise(tenants, totals, [c["name"] for c in priority_classes],
                                        max_jobs=isolation["max_jobs"])
-    flavors = kueue_objects.gpu_flavors(capacity["products"])
+    flavors = kueue_objects.gpu_flavors(capacity["products"], capacity["taints"], gpu_flavors)
+    plan["warnings"] = ["tenants_gpu_flavors[%s]: no GPU node has this product; the setting is not used" % product
+                        for product in sorted(gpu_flavors or {}) if product not in capacity["products"]]
     errors = kueue_objects.flavor_errors(normalised, flavors)
     if errors:
         plan["errors"] = errors
@@ -105,4 +155,5 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     plan["errors"] = kueue_objects.object_errors(objects)
     if not plan["errors"]:
         plan["tenants"], plan["objects"] = normalised, objects
+        plan["warnings"] += capacity_warnings(normalised, capacity)
     return plan

@@ -20,9 +20,11 @@ def check(check, expected, observed, passed):
     return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
-def report_document(cluster, tenants, scenarios, generated_at):
+def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
     """The JSON report: ``{"cluster", "generated_at", "passed", "tenants": [...], "scenarios": [...],
-    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"]}``."""
+    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"], "warnings": [str]}``. ``warnings``: the
+    tenant plan's (``tenants.plan.tenant_plan``), such as guarantees above what the schedulable nodes offer while
+    nodes are cordoned or NotReady; they do not fail the report."""
     failed = [
         "%s: %s (expected %s, observed %s)" % (s["name"], c["check"], _fmt(c["expected"]), _fmt(c["observed"]))
         for s in scenarios for c in s["checks"] if not c["passed"]
@@ -38,6 +40,7 @@ def report_document(cluster, tenants, scenarios, generated_at):
         ],
         "scenarios": scenarios,
         "failed_checks": failed,
+        "warnings": list(warnings or []),
     }
 
 
@@ -71,6 +74,8 @@ def report_markdown(document, images):
             t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], t["gpus"],
             "none" if t["borrowing_limit"] is None else t["borrowing_limit"],
             "all" if t["lending_limit"] is None else t["lending_limit"], t["max_gpus"], t["weight"]))
+    if document.get("warnings"):
+        lines += ["", "## Warnings", ""] + ["- " + w for w in document["warnings"]]
     for scenario in document["scenarios"]:
         lines += ["", "## %s" % scenario["title"], ""]
         metrics = scenario.get("metrics") or {}
