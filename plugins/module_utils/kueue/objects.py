@@ -227,14 +227,39 @@ def tenant_role(namespace, tenant):
     }
 
 
-def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None):
+def closed_resources(tenant, flavors):
+    """The accelerator resources of the nodes (``gpu_flavors``) that ``tenant`` gets no quota of: every one but its
+    own ``gpu_resource``, less those its ``resource_quota`` sets itself. Its ResourceQuota holds them at 0, so a pod
+    that bypasses Kueue (its ClusterQueue covers only the tenant's own resource) cannot take the MIG devices or
+    whole GPUs next to its own on the same nodes (mig-parted per-GPU configs under the mixed strategy)."""
+    present = {r for f in flavors for r in f["resources"]}
+    return sorted(r for r in present if r != tenant["gpu_resource"] and "requests." + r not in tenant["resource_quota"])
+
+
+def accelerator_allotment(tenants, flavors):
+    """What the plan says of every accelerator resource of the nodes: ``[{"resource", "devices": int (installed),
+    "allotted_to": [tenant names], "closed_to": [tenant names]}]`` sorted by resource. A resource nobody is
+    allotted is closed to every tenant."""
+    devices = {}
+    for flavor in flavors:
+        for resource, count in flavor["resources"].items():
+            devices[resource] = devices.get(resource, 0) + count
+    return [{"resource": resource, "devices": count,
+             "allotted_to": [t["name"] for t in tenants if t["gpu_resource"] == resource],
+             "closed_to": [t["name"] for t in tenants if resource in closed_resources(t, flavors)]}
+            for resource, count in sorted(devices.items())]
+
+
+def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None, closed=()):
     """A tenant namespace and what holds in it: LocalQueues, ResourceQuota (the accelerator's hard maximum,
-    ``pods``, ``count/jobs.batch``), LimitRange, Role and RoleBinding. The Namespace carries the Pod Security
-    labels of ``isolation`` (``isolation_policy``)."""
+    ``pods``, ``count/jobs.batch``, and 0 for each accelerator resource of ``closed``, see ``closed_resources``),
+    LimitRange, Role and RoleBinding. The Namespace carries the Pod Security labels of ``isolation``
+    (``isolation_policy``)."""
     isolation = isolation_policy(isolation)
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
-    hard = dict(tenant["resource_quota"])
+    hard = {"requests." + resource: 0 for resource in closed}
+    hard.update(tenant["resource_quota"])
     hard["requests." + gpu] = _quantity(tenant["max_gpus"])
     hard["pods"] = _quantity(tenant["max_pods"])
     hard["count/jobs.batch"] = _quantity(tenant["max_jobs"])
@@ -483,5 +508,5 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     for tenant in tenants:
         for namespace in tenant["namespaces"]:
             objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range,
-                                             isolation))
+                                             isolation, closed_resources(tenant, flavors)))
     return objects

@@ -114,14 +114,16 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     settings per GPU product (``taints.flavor_settings_errors``; None: the taints common to each product's
     schedulable nodes, tolerated). The other arguments are those of ``kueue_objects.tenant_objects``.
     Returns ``{"errors": [str], "warnings": [str], "tenants": [normalised tenant], "objects": [manifest],
-    "capacity": {...}, "local_queue_suffix": str, "priority_classes": [...], "isolation": the namespace policy in
-    force}``; when ``errors`` is not empty, ``tenants`` and ``objects`` are empty. ``warnings`` name what does not
-    stop the run: guarantees above the schedulable nodes (``capacity_warnings``), flavor settings for products no
-    node has. Never raises on bad tenant input.
+    "capacity": {...}, "accelerators": every accelerator resource of the nodes, allotted to which tenants and closed
+    (ResourceQuota 0) to which (``kueue_objects.accelerator_allotment``), "local_queue_suffix": str,
+    "priority_classes": [...], "isolation": the namespace policy in force}``; when ``errors`` is not empty,
+    ``tenants`` and ``objects`` are empty. ``warnings`` name what does not stop the run: guarantees above the
+    schedulable nodes (``capacity_warnings``), flavor settings for products no node has. Never raises on bad
+    tenant input.
     """
     priority_classes = [] if priority_classes is None else priority_classes
     plan = {"errors": kueue_objects.isolation_errors(isolation) + node_taints.flavor_settings_errors(gpu_flavors),
-            "warnings": [], "tenants": [], "objects": [], "capacity": None,
+            "warnings": [], "tenants": [], "objects": [], "capacity": None, "accelerators": [],
             "local_queue_suffix": local_queue_suffix, "priority_classes": priority_classes, "isolation": None}
     if plan["errors"]:
         return plan
@@ -155,5 +157,6 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     plan["errors"] = kueue_objects.object_errors(objects)
     if not plan["errors"]:
         plan["tenants"], plan["objects"] = normalised, objects
+        plan["accelerators"] = kueue_objects.accelerator_allotment(normalised, flavors)
         plan["warnings"] += capacity_warnings(normalised, capacity)
     return plan
