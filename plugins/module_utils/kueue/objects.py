@@ -17,7 +17,13 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import format_count
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import (
+    format_count,
+    format_cpu,
+    format_memory,
+    parse_quantity,
+)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.products import split
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
     GPU_POD_POLICY,
@@ -38,6 +44,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     TENANT_ROLE,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.taints import MAX_FLAVOR_TAINTS, tolerations_for
+
+MIB = 1024 * 1024
 
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
@@ -131,9 +139,10 @@ def flavor_object(flavor):
 
 
 def flavor_errors(tenants, flavors):
-    """Each tenant's accelerator resource must be offered by exactly one flavor (one GPU product).
-    Returns error strings naming the tenant; and a used flavor's taints and tolerations must fit Kueue's limit of
-    ``taints.MAX_FLAVOR_TAINTS`` each (ResourceFlavorSpec MaxItems=8, Kueue v0.19.2)."""
+    """Each tenant's quota must land on flavors that offer its accelerator resource: in the simple form (no
+    ``products``), exactly one flavor (one GPU product) offers it; with ``products``, each named product's flavor
+    offers it. Returns error strings naming the tenant; and a used flavor's taints and tolerations must fit
+    Kueue's limit of ``taints.MAX_FLAVOR_TAINTS`` each (ResourceFlavorSpec MaxItems=8, Kueue v0.19.2)."""
     errors = []
     for flavor in flavors:
         used = any(t["gpu_resource"] in flavor["resources"] for t in tenants)
@@ -145,8 +154,16 @@ def flavor_errors(tenants, flavors):
                         flavor["name"], flavor["product"], len(flavor[field]), field.replace("_", " "),
                         MAX_FLAVOR_TAINTS, flavor["product"], field))
     for tenant in tenants:
-        offering = [f["name"] for f in flavors if tenant["gpu_resource"] in f["resources"]]
-        if not offering:
+        offering = [f for f in flavors if tenant["gpu_resource"] in f["resources"]]
+        if tenant.get("products"):
+            for entry in tenant["products"]:
+                if not any(f["product"] == entry["product"] for f in offering):
+                    errors.append(
+                        "tenants_list (%s).products[%s]: the nodes of this product offer no %s; they offer %s"
+                        % (tenant["name"], entry["product"], tenant["gpu_resource"],
+                           ", ".join(sorted(r for f in flavors if f["product"] == entry["product"]
+                                            for r in f["resources"])) or "no accelerators"))
+        elif not offering:
             errors.append(
                 "tenants_list (%s).gpu_resource: no node offers %s; the nodes offer %s"
                 % (tenant["name"], tenant["gpu_resource"],
@@ -154,11 +171,23 @@ def flavor_errors(tenants, flavors):
             )
         elif len(offering) > 1:
             errors.append(
-                "tenants_list (%s).gpu_resource: %s is offered by several GPU products (%s); fairgpu gives a "
-                "tenant one ResourceFlavor, so give each product its own tenants or use one product"
-                % (tenant["name"], tenant["gpu_resource"], ", ".join(offering))
+                "tenants_list (%s).gpu_resource: %s is offered by several GPU products (%s); say which the tenant's "
+                "guarantee is on with products: {<product>: {gpus: N}, ...}"
+                % (tenant["name"], tenant["gpu_resource"], ", ".join(f["product"] for f in offering))
             )
     return errors
+
+
+def assign_products(tenants, flavors):
+    """Give each simple-form tenant (``products`` None) its one product: ``[{"product", "gpus", "borrowing_limit",
+    "lending_limit"}]`` from its own fields. Call ``flavor_errors`` first. Changes ``tenants`` in place."""
+    for tenant in tenants:
+        if not tenant.get("products"):
+            flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
+            tenant["products"] = [{"product": flavor["product"], "gpus": tenant["gpus"],
+                                   "borrowing_limit": tenant["borrowing_limit"],
+                                   "lending_limit": tenant["lending_limit"]}]
+    return tenants
 
 
 def _labels(tenant=None):
@@ -176,15 +205,58 @@ def _quantity(value):
     return str(value)
 
 
-def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
+# With several products, a Job that can run on any of them goes to the first product (in the tenant's order) where
+# it fits in the tenant's own guarantee before it borrows or preempts on any: ClusterQueue flavorFungibility
+# whenCanBorrow/whenCanPreempt TryNextFlavor (apis/kueue/v1beta2/clusterqueue_types.go; Kueue's defaults are
+# MayStopSearch and TryNextFlavor). A Job that needs one product pins it with a nodeSelector on
+# nvidia.com/gpu.product: Kueue only assigns flavors whose nodeLabels match it.
+FLAVOR_FUNGIBILITY = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+
+
+def _split_quantity(text, weights, unit):
+    """A canonical quantity string split in proportion to ``weights``: CPU (``unit`` 1000) in millicores, memory
+    (``unit`` 1) in whole MiB."""
+    if unit == 1000:
+        return [format_cpu(p) for p in split(int(parse_quantity(text) * 1000), weights)]
+    return [format_memory(p * MIB) for p in split(int(parse_quantity(text)) // MIB, weights)]
+
+
+def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
     """The tenant's ClusterQueue. It covers CPU, memory, the accelerator and ``pods`` (Kueue then counts one per
     pod of a workload: pkg/scheduler/flavorassigner/flavorassigner.go, v0.19.2); every covered resource is
-    quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it."""
-    gpu = {"name": tenant["gpu_resource"], "nominalQuota": _quantity(tenant["gpus"])}
-    if cohort and tenant["borrowing_limit"] is not None:
-        gpu["borrowingLimit"] = _quantity(tenant["borrowing_limit"])
-    if cohort and tenant["lending_limit"] is not None:
-        gpu["lendingLimit"] = _quantity(tenant["lending_limit"])
+    quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it.
+
+    One resource group, one flavor per product of ``tenant["products"]`` in its order (``flavors``: the
+    ``gpu_flavors`` items). Kueue requires every flavor of a group to list all of the group's resources
+    (ResourceGroup rule "flavors must have the same number of resources as the coveredResources",
+    apis/kueue/v1beta2/clusterqueue_types.go), and a Job's pods get all the resources of a group from one flavor.
+    CPU, memory and pods therefore stay in the accelerator's group and are split between the products in
+    proportion to the tenant's GPUs on each (``split``): the flavor pins the pods to that product's nodes, so that
+    is where their CPU and memory are. A group of their own with a flavor without nodeLabels would let a tenant's
+    CPU quota be spent on any node, and its CPU-only pods leave the GPU nodes the capacity was counted on."""
+    products = tenant["products"]
+    weights = [p["gpus"] for p in products]
+    cpus = _split_quantity(tenant["cpu"], weights, 1000)
+    memories = _split_quantity(tenant["memory"], weights, 1)
+    pods = split(tenant["pods"], weights)
+    entries = []
+    for index, product in enumerate(products):
+        flavor = next(f for f in flavors if f["product"] == product["product"])
+        gpu = {"name": tenant["gpu_resource"], "nominalQuota": _quantity(product["gpus"])}
+        if cohort and product["borrowing_limit"] is not None:
+            gpu["borrowingLimit"] = _quantity(product["borrowing_limit"])
+        if cohort and product["lending_limit"] is not None:
+            gpu["lendingLimit"] = _quantity(product["lending_limit"])
+        single = len(products) == 1
+        entries.append({
+            "name": flavor["name"],
+            "resources": [
+                {"name": "cpu", "nominalQuota": tenant["cpu"] if single else cpus[index]},
+                {"name": "memory", "nominalQuota": tenant["memory"] if single else memories[index]},
+                gpu,
+                {"name": "pods", "nominalQuota": _quantity(pods[index])},
+            ],
+        })
     spec = {
         "namespaceSelector": {"matchLabels": {TENANT_LABEL: tenant["name"]}},
         "queueingStrategy": queueing_strategy,
@@ -192,17 +264,11 @@ def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
         "fairSharing": {"weight": _quantity(tenant["weight"])},
         "resourceGroups": [{
             "coveredResources": ["cpu", "memory", tenant["gpu_resource"], "pods"],
-            "flavors": [{
-                "name": flavor["name"],
-                "resources": [
-                    {"name": "cpu", "nominalQuota": tenant["cpu"]},
-                    {"name": "memory", "nominalQuota": tenant["memory"]},
-                    gpu,
-                    {"name": "pods", "nominalQuota": _quantity(tenant["pods"])},
-                ],
-            }],
+            "flavors": entries,
         }],
     }
+    if len(products) > 1:
+        spec["flavorFungibility"] = dict(FLAVOR_FUNGIBILITY)
     if cohort:
         spec["cohortName"] = cohort
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -480,7 +546,8 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
                    local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
-    ``tenants``: normalised tenants (``tenant_spec.normalise``); ``flavors``: ``gpu_flavors`` output;
+    ``tenants``: normalised tenants (``tenant_spec.normalise``) with their ``products`` (``assign_products``);
+    ``flavors``: ``gpu_flavors`` output;
     ``preemption``: ClusterQueue ``spec.preemption`` (default: reclaim within cohort from any borrower,
     preempt lower priority within the queue); ``limit_range``: default container request/limit
     ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
@@ -491,7 +558,8 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if limit_range is None:
         limit_range = DEFAULT_CONTAINER_RESOURCES
-    used = {f["name"]: f for f in flavors for t in tenants if t["gpu_resource"] in f["resources"]}
+    named = {p["product"] for t in tenants for p in t["products"]}
+    used = {f["name"]: f for f in flavors if f["product"] in named}
     objects = admission_policies(isolation)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
@@ -503,8 +571,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     for name in sorted(used):
         objects.append(flavor_object(used[name]))
     for tenant in tenants:
-        flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
-        objects.append(cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy))
+        objects.append(cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy))
     for tenant in tenants:
         for namespace in tenant["namespaces"]:
             objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range,

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import products as tenant_products
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_PRODUCT_LABEL, LOCAL_QUEUE_SUFFIX
@@ -129,11 +130,17 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         return plan
     isolation = plan["isolation"] = kueue_objects.isolation_policy(isolation)
     limit_range = kueue_objects.DEFAULT_CONTAINER_RESOURCES if limit_range is None else limit_range
+    capacity = None if nodes is None else cluster_capacity(nodes, isolation["pods_reserved_per_node"])
+    # Several GPU products: each tenant's products are checked, then the tenant-level checks see its totals.
+    plan["errors"] = tenant_products.product_errors(tenants, None if capacity is None else capacity["products"])
+    if plan["errors"]:
+        return plan
+    raw, tenants = tenants, [tenant_products.flatten(t) for t in tenants] if isinstance(tenants, list) else tenants
     if nodes is None:
         plan["errors"] = tenant_spec.tenant_errors(tenants, capacity=None, cohort=cohort, preemption=preemption,
                                                    limit_range=limit_range, priority_classes=priority_classes)
         return plan
-    capacity = plan["capacity"] = cluster_capacity(nodes, isolation["pods_reserved_per_node"])
+    plan["capacity"] = capacity
     totals = capacity_totals(capacity)
     errors = tenant_spec.tenant_errors(tenants, capacity=totals, cohort=cohort, preemption=preemption,
                                        limit_range=limit_range, priority_classes=priority_classes)
@@ -142,10 +149,15 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         return plan
     normalised = tenant_spec.normalise(tenants, totals, [c["name"] for c in priority_classes],
                                        max_jobs=isolation["max_jobs"])
+    for tenant, entry in zip(raw, normalised):
+        entry["products"] = tenant_products.product_quotas(tenant, entry)
     flavors = kueue_objects.gpu_flavors(capacity["products"], capacity["taints"], gpu_flavors)
     plan["warnings"] = ["tenants_gpu_flavors[%s]: no GPU node has this product; the setting is not used" % product
                         for product in sorted(gpu_flavors or {}) if product not in capacity["products"]]
     errors = kueue_objects.flavor_errors(normalised, flavors)
+    if not errors:
+        errors = tenant_products.guarantee_errors(kueue_objects.assign_products(normalised, flavors),
+                                                  capacity["products"])
     if errors:
         plan["errors"] = errors
         return plan

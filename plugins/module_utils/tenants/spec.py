@@ -35,6 +35,10 @@ Pure logic, no cluster access. One tenant is a dict::
                      ``count/jobs.batch``; default: the caller's default, 100): caps the backlog one tenant can
                      queue in a burst
 
+    products:        quota per GPU product instead of gpus, borrowing_limit and lending_limit, on a cluster with
+                     several products: ``{<nvidia.com/gpu.product>: {gpus, borrowing_limit, lending_limit}}``
+                     (``tenants/products.py``); the checks here see the tenant's totals (``products.flatten``)
+
 Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
 Rules from upstream Kueue (kueue.x-k8s.io/v1beta2 ClusterQueue validation): ``borrowingLimit`` only with a
@@ -60,7 +64,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
     "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",
-    "max_jobs",
+    "max_jobs", "products",
 )
 # ResourceQuota keys fairgpu sets itself from the tenant's fields.
 OWN_QUOTA_KEYS = {"pods": "max_pods", "count/jobs.batch": "max_jobs"}

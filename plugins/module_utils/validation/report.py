@@ -35,7 +35,8 @@ def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
         "passed": not failed and bool(scenarios),
         "tenants": [
             {k: t.get(k) for k in (
-                "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight")}
+                "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight",
+                "products")}
             for t in tenants
         ],
         "scenarios": scenarios,
@@ -48,6 +49,14 @@ def _fmt(value):
     if isinstance(value, (list, dict)):
         return json.dumps(value, sort_keys=True) if value else "none"
     return str(value)
+
+
+def _guaranteed(tenant):
+    """The guarantee, with its split over GPU products when the tenant holds quota on several."""
+    products = tenant.get("products") or []
+    if len(products) < 2:
+        return tenant["gpus"]
+    return "%s (%s)" % (tenant["gpus"], ", ".join("%s: %s" % (p["product"], p["gpus"]) for p in products))
 
 
 def _cell(value):
@@ -71,7 +80,7 @@ def report_markdown(document, images):
     ]
     for t in document["tenants"]:
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], t["gpus"],
+            t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], _guaranteed(t),
             "none" if t["borrowing_limit"] is None else t["borrowing_limit"],
             "all" if t["lending_limit"] is None else t["lending_limit"], t["max_gpus"], t["weight"]))
     if document.get("warnings"):
