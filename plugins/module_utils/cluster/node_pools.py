@@ -10,7 +10,11 @@ Pure logic, no cluster access. A node pool is a dict::
      "pods": int >= 1 (optional, default 110),
      "taints": [{"key", "value" (optional), "effect"}] (optional; a Node's spec.taints, such as a managed GPU
                pool's nvidia.com/gpu=present:NoSchedule),
-     "unschedulable": bool (optional; true: the pool's nodes are cordoned, spec.unschedulable)}
+     "unschedulable": bool (optional; true: the pool's nodes are cordoned, spec.unschedulable),
+     "gpu_sharing": {"strategy": "time-slicing" | "mps", "replicas": int >= 2} (optional; the GPU Operator's device
+                    plugin sharing config: the node advertises gpu_count x replicas nvidia.com/gpu and GFD labels
+                    the product <product>-SHARED, nvidia.com/gpu.replicas and nvidia.com/gpu.sharing-strategy,
+                    while nvidia.com/gpu.count stays the physical count; NVIDIA GPU Operator docs, "GPU sharing")}
 
 A cordoned node also carries node.kubernetes.io/unschedulable:NoSchedule, which the node lifecycle controller adds
 (TaintNodesByCondition); ``pool_gpu_nodes`` writes it as a live cluster would show it.
@@ -20,7 +24,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_RESOURCE,
+    GPU_SHARING_STRATEGY_LABEL,
+    SHARED_PRODUCT_SUFFIX,
+    UNSCHEDULABLE_TAINT,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
@@ -30,7 +41,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec impor
 
 DEFAULT_PODS = 110
 FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods", "taints",
-          "unschedulable")
+          "unschedulable", "gpu_sharing")
+SHARING_STRATEGIES = ("time-slicing", "mps")
 
 
 def _is_quantity(value):
@@ -91,6 +103,20 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
             errors.extend(node_taints.taint_errors(pool["taints"], at + ".taints"))
         if "unschedulable" in pool and not isinstance(pool["unschedulable"], bool):
             errors.append("%s.unschedulable: must be true or false, got %r" % (at, pool["unschedulable"]))
+        if "gpu_sharing" in pool:
+            errors.extend(_sharing_errors(pool["gpu_sharing"], at + ".gpu_sharing"))
+    return errors
+
+
+def _sharing_errors(sharing, at):
+    if not isinstance(sharing, dict):
+        return ["%s: give {strategy: time-slicing | mps, replicas: N}" % at]
+    errors = ["%s.%s: unknown field; known fields are strategy, replicas" % (at, key)
+              for key in sorted(str(k) for k in sharing if k not in ("strategy", "replicas"))]
+    if sharing.get("strategy") not in SHARING_STRATEGIES:
+        errors.append("%s.strategy: %r is not one of %s" % (at, sharing.get("strategy"), ", ".join(SHARING_STRATEGIES)))
+    if not is_whole_number(sharing.get("replicas")) or sharing["replicas"] < 2:
+        errors.append("%s.replicas: must be an integer >= 2 (1 is no sharing), got %r" % (at, sharing.get("replicas")))
     return errors
 
 
@@ -125,6 +151,13 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     nodes = []
     for node in node_pool_nodes(pools):
         labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
+        sharing = node.get("gpu_sharing")
+        if sharing and resources.get(GPU_RESOURCE):
+            # What the device plugin and GFD publish with a sharing config (renameByDefault false).
+            labels[GPU_PRODUCT_LABEL] += SHARED_PRODUCT_SUFFIX
+            labels[GPU_REPLICAS_LABEL] = str(sharing["replicas"])
+            labels[GPU_SHARING_STRATEGY_LABEL] = sharing["strategy"]
+            resources[GPU_RESOURCE] *= sharing["replicas"]
         allocatable = {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"])}
         allocatable.update((name, str(count)) for name, count in resources.items())
         nodes.append({"metadata": {"name": node["name"], "labels": labels}, "spec": node_spec(node),

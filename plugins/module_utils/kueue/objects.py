@@ -28,7 +28,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     ADMISSION_API,
     GPU_POD_POLICY,
     GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
     GPU_RESOURCE,
+    GPU_SHARED_RESOURCE,
     JOB_POLICY,
     KUEUE_API,
     LIMIT_RANGE,
@@ -104,7 +106,7 @@ def flavor_name(product):
     return re.sub(r"[^a-z0-9-]+", "-", product.lower()).strip("-")
 
 
-def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None):
+def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None, sharing=None):
     """ResourceFlavors for the GPU products present: ``{product: {resource: count}}`` -> list of dicts
     ``{"name", "product", "resources": {resource: total count}, "node_taints": [taint], "tolerations":
     [toleration]}`` sorted by name.
@@ -113,8 +115,12 @@ def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None):
     (``plan.cluster_capacity``); the flavor declares them as ``spec.nodeTaints`` and tolerates them
     (``taints.tolerations_for``), so Kueue admits only to quota whose pods can land and adds the tolerations
     to the admitted pods (Kueue v0.19.2, apis/kueue/v1beta2/resourceflavor_types.go). ``settings``: the
-    inventory's ``{product: {"node_taints", "tolerations"}}``; a given list replaces the default."""
+    inventory's ``{product: {"node_taints", "tolerations"}}``; a given list replaces the default. ``sharing``:
+    ``{product: {"replicas", "strategy"}}`` of the shared products (``plan.cluster_capacity``); such a flavor
+    carries ``replicas`` and ``strategy`` and also selects its nodes by ``nvidia.com/gpu.replicas``, so each
+    (product, replicas) has its own flavor (a non-shared flavor has replicas 1)."""
     taints_by_product = taints_by_product or {}
+    sharing = sharing or {}
     settings = settings or {}
     flavors = []
     for product, resources in sorted(nodes_by_product.items()):
@@ -122,7 +128,9 @@ def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None):
         node_taints = entry.get("node_taints", taints_by_product.get(product, []))
         flavors.append({"name": flavor_name(product), "product": product, "resources": dict(sorted(resources.items())),
                         "node_taints": [dict(t) for t in node_taints],
-                        "tolerations": [dict(t) for t in entry.get("tolerations", tolerations_for(node_taints))]})
+                        "tolerations": [dict(t) for t in entry.get("tolerations", tolerations_for(node_taints))],
+                        "replicas": sharing.get(product, {}).get("replicas", 1),
+                        "strategy": sharing.get(product, {}).get("strategy", "none")})
     return flavors
 
 
@@ -130,6 +138,8 @@ def flavor_object(flavor):
     """The ResourceFlavor of a ``gpu_flavors`` item: ``nodeLabels`` the GPU product, ``nodeTaints`` and
     ``tolerations`` when there are any (left out when empty, as the API server writes them back)."""
     spec = {"nodeLabels": {GPU_PRODUCT_LABEL: flavor["product"]}}
+    if flavor.get("replicas", 1) > 1:
+        spec["nodeLabels"][GPU_REPLICAS_LABEL] = str(flavor["replicas"])
     if flavor.get("node_taints"):
         spec["nodeTaints"] = flavor["node_taints"]
     if flavor.get("tolerations"):
@@ -180,13 +190,17 @@ def flavor_errors(tenants, flavors):
 
 def assign_products(tenants, flavors):
     """Give each simple-form tenant (``products`` None) its one product: ``[{"product", "gpus", "borrowing_limit",
-    "lending_limit"}]`` from its own fields. Call ``flavor_errors`` first. Changes ``tenants`` in place."""
+    "lending_limit"}]`` from its own fields; and every product entry its flavor's ``replicas`` (1: not shared) and
+    sharing ``strategy``. Call ``flavor_errors`` first. Changes ``tenants`` in place."""
     for tenant in tenants:
         if not tenant.get("products"):
             flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
             tenant["products"] = [{"product": flavor["product"], "gpus": tenant["gpus"],
                                    "borrowing_limit": tenant["borrowing_limit"],
                                    "lending_limit": tenant["lending_limit"]}]
+        for entry in tenant["products"]:
+            flavor = next((f for f in flavors if f["product"] == entry["product"]), {})
+            entry["replicas"], entry["strategy"] = flavor.get("replicas", 1), flavor.get("strategy", "none")
     return tenants
 
 
@@ -386,8 +400,9 @@ def object_errors(objects):
 
 # A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
 # container an explicit 0).
-_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r.startsWith('%s')) && "
-         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))" % (GPU_RESOURCE, MIG_RESOURCE_PREFIX))
+_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r == '%s' || r.startsWith('%s')) && "
+         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))"
+         % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX))
 
 
 # The pod template of a Job, and all its containers (init containers included: they run on the node too).

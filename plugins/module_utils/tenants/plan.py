@@ -13,7 +13,13 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taint
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import products as tenant_products
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_PRODUCT_LABEL, LOCAL_QUEUE_SUFFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_SHARING_STRATEGY_LABEL,
+    LOCAL_QUEUE_SUFFIX,
+    SHARED_PRODUCT_SUFFIX,
+)
 
 
 # Pod slots of each GPU node kept for the node's own daemons (GPU Operator, DCGM exporter, CNI, kube-proxy ...),
@@ -28,7 +34,8 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     "pods": pod slots for tenants (int: allocatable pods less ``pods_reserved_per_node`` on each node),
     "per_node": {accelerator resource: the most devices one node offers}, "products": {gpu product:
     {accelerator resource: int}}, "schedulable": {accelerator resource: int}, "unavailable": [{"name", "reason",
-    "resources": {accelerator resource: int}}], "taints": {gpu product: [taint]}}``. Only nodes with a
+    "resources": {accelerator resource: int}}], "taints": {gpu product: [taint]}, "sharing": {shared gpu product:
+    {"replicas": int > 1, "strategy": "time-slicing" | "mps"}}, "sharing_errors": [str]}``. Only nodes with a
     ``nvidia.com/gpu.product`` label count (CPU, memory and pods of other nodes are not for GPU tenants).
 
     ``resources`` and the other totals count every GPU node, the installed capacity: quotas are planned on it, so
@@ -37,7 +44,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     guarantees exceed it. ``taints``: the taints common to each product's schedulable nodes (all its nodes when
     none is schedulable), without the ``node.kubernetes.io/`` lifecycle ones (``taints.common_taints``).
     """
-    totals, products, per_node, schedulable, by_product = {}, {}, {}, {}, {}
+    totals, products, per_node, schedulable, by_product, sharing = {}, {}, {}, {}, {}, {}
     unavailable = []
     cpu = memory = pods = 0
     for node in nodes:
@@ -47,6 +54,10 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
             continue
         reason = node_taints.unavailable_reason(node)
         by_product.setdefault(product, []).append((node, reason))
+        replicas = _replicas(labels)
+        sharing.setdefault(product, {}).setdefault(
+            (replicas, labels.get(GPU_SHARING_STRATEGY_LABEL) or "none" if replicas > 1 else "none"), []).append(
+            (node.get("metadata") or {}).get("name"))
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         devices = {}
         for name, value in allocatable.items():
@@ -70,9 +81,31 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     for product, entries in by_product.items():
         ready = [n for n, reason in entries if reason is None]
         taints[product] = node_taints.common_taints(ready or [n for n, _reason in entries])
+    shared, conflicts = {}, []
+    for product, kinds in sorted(sharing.items()):
+        if len(kinds) > 1:
+            conflicts.append(
+                "GPU nodes of product %s are shared differently (%s); fairgpu gives a product one ResourceFlavor: "
+                "give them one sharing config, or let GFD name the shared ones %s%s (the device plugin's default, "
+                "renameByDefault false)" % (product, "; ".join(
+                    "%s x%d on %s" % (strategy, replicas, ", ".join(sorted(map(str, names))))
+                    for (replicas, strategy), names in sorted(kinds.items())), product, SHARED_PRODUCT_SUFFIX))
+        (replicas, strategy), = list(kinds)[:1]
+        if replicas > 1:
+            shared[product] = {"replicas": replicas, "strategy": strategy}
     return {"resources": totals, "cpu": cpu, "memory": memory, "pods": pods, "per_node": per_node,
             "products": products, "schedulable": schedulable,
-            "unavailable": sorted(unavailable, key=lambda u: str(u["name"])), "taints": taints}
+            "unavailable": sorted(unavailable, key=lambda u: str(u["name"])), "taints": taints,
+            "sharing": shared, "sharing_errors": conflicts}
+
+
+def _replicas(labels):
+    """The device plugin's replicas of a node's GPUs (GFD label nvidia.com/gpu.replicas; 0, 1 or absent: not shared,
+    as on the captured H100 node, tests/unit/fixtures/h100-mixed-all-balanced.json, which says 0)."""
+    try:
+        return max(1, int(labels.get(GPU_REPLICAS_LABEL) or 1))
+    except (TypeError, ValueError):
+        return 1
 
 
 def capacity_warnings(tenants, capacity):
@@ -130,12 +163,24 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         return plan
     isolation = plan["isolation"] = kueue_objects.isolation_policy(isolation)
     limit_range = kueue_objects.DEFAULT_CONTAINER_RESOURCES if limit_range is None else limit_range
+    tenants_given = tenants
     capacity = None if nodes is None else cluster_capacity(nodes, isolation["pods_reserved_per_node"])
     # Several GPU products: each tenant's products are checked, then the tenant-level checks see its totals.
     plan["errors"] = tenant_products.product_errors(tenants, None if capacity is None else capacity["products"])
     if plan["errors"]:
         return plan
-    raw, tenants = tenants, [tenant_products.flatten(t) for t in tenants] if isinstance(tenants, list) else tenants
+    raw = tenants
+    if capacity is not None:
+        plan["errors"] = list(capacity["sharing_errors"])
+        if isinstance(tenants, list):
+            converted = [tenant_products.kueue_units(t, capacity["sharing"], capacity["products"]) for t in tenants]
+            plan["errors"] += [error for _t, error in converted if error]
+            raw = [t for t, _error in converted]
+        if plan["errors"]:
+            return plan
+    elif isinstance(tenants, list):
+        raw = [{k: v for k, v in t.items() if k != "gpu_units"} if isinstance(t, dict) else t for t in tenants]
+    tenants = [tenant_products.flatten(t) for t in raw] if isinstance(raw, list) else raw
     if nodes is None:
         plan["errors"] = tenant_spec.tenant_errors(tenants, capacity=None, cohort=cohort, preemption=preemption,
                                                    limit_range=limit_range, priority_classes=priority_classes)
@@ -149,9 +194,10 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         return plan
     normalised = tenant_spec.normalise(tenants, totals, [c["name"] for c in priority_classes],
                                        max_jobs=isolation["max_jobs"])
-    for tenant, entry in zip(raw, normalised):
+    for tenant, given, entry in zip(raw, tenants_given, normalised):
         entry["products"] = tenant_products.product_quotas(tenant, entry)
-    flavors = kueue_objects.gpu_flavors(capacity["products"], capacity["taints"], gpu_flavors)
+        entry["gpu_units"] = given.get("gpu_units", "physical") if isinstance(given, dict) else "physical"
+    flavors = kueue_objects.gpu_flavors(capacity["products"], capacity["taints"], gpu_flavors, capacity["sharing"])
     plan["warnings"] = ["tenants_gpu_flavors[%s]: no GPU node has this product; the setting is not used" % product
                         for product in sorted(gpu_flavors or {}) if product not in capacity["products"]]
     errors = kueue_objects.flavor_errors(normalised, flavors)

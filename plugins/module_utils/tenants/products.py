@@ -24,9 +24,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_whole_number
 
 PRODUCT_FIELDS = ("gpus", "borrowing_limit", "lending_limit")
+GPU_UNITS = ("physical", "replicas")
 # A ClusterQueue resource group holds at most 64 flavors (apis/kueue/v1beta2/clusterqueue_types.go, ResourceGroup
 # flavors MaxItems=64, Kueue v1beta2).
 MAX_PRODUCTS = 64
@@ -39,6 +41,9 @@ def product_errors(tenants, products_present=None):
     if not isinstance(tenants, list):
         return errors
     for index, tenant in enumerate(tenants):
+        if isinstance(tenant, dict) and tenant.get("gpu_units", "physical") not in GPU_UNITS:
+            errors.append("tenants_list[%d] (%s).gpu_units: %r is not physical or replicas"
+                          % (index, tenant.get("name"), tenant.get("gpu_units")))
         if not isinstance(tenant, dict) or "products" not in tenant:
             continue
         at = "tenants_list[%d] (%s).products" % (index, tenant.get("name") if isinstance(tenant.get("name"), str) else "?")
@@ -134,3 +139,37 @@ def guarantee_errors(normalised, capacity_products):
             errors.append("tenants_list: the guarantees of %s on %s add up to %d %s but its nodes offer %d; lower them"
                           % (", ".join(n for n, g in holders if g), product, total, resource, offered))
     return errors
+
+
+def kueue_units(tenant, sharing, products_present):
+    """The tenant with its GPU figures in what Kueue counts. On shared GPUs (time-slicing or MPS, ``sharing``:
+    ``{product: {"replicas", "strategy"}}`` from ``plan.cluster_capacity``) a node advertises physical x replicas
+    devices and Kueue counts those; a tenant's figures are physical GPUs unless it says ``gpu_units: replicas``,
+    so ``gpus``, ``borrowing_limit``, ``lending_limit`` and ``max_gpus`` (per product with ``products``) are
+    multiplied by the product's replicas. ``products_present``: ``{product: {resource: int}}``, to find the
+    product of a simple-form tenant. ``gpu_units`` is dropped. Returns ``(tenant, error or None)``; never raises
+    on a tenant that passed ``product_errors``."""
+    if not isinstance(tenant, dict):
+        return tenant, None
+    tenant = dict(tenant)
+    physical = tenant.pop("gpu_units", "physical") == "physical"
+    if not physical or not sharing:
+        return tenant, None
+
+    def scaled(entry, replicas, fields):
+        return dict(entry, **{f: entry[f] * replicas for f in fields if is_whole_number(entry.get(f))})
+
+    if isinstance(tenant.get("products"), dict):
+        tenant["products"] = {product: scaled(entry, sharing.get(product, {}).get("replicas", 1), PRODUCT_FIELDS)
+                              if isinstance(entry, dict) else entry
+                              for product, entry in tenant["products"].items()}
+        if tenant.get("max_gpus") is not None and any(p in sharing for p in tenant["products"]):
+            return tenant, ("tenants_list (%s).max_gpus: with products on shared GPUs, give max_gpus in replicas "
+                            "(gpu_units: replicas) or leave it to its default" % tenant.get("name"))
+        return tenant, None
+    resource = tenant.get("gpu_resource", GPU_RESOURCE)
+    offering = [p for p, resources in products_present.items() if resource in resources]
+    if len(offering) == 1 and offering[0] in sharing:
+        fields = ("gpus", "borrowing_limit", "lending_limit", "max_gpus")
+        tenant = scaled(tenant, sharing[offering[0]]["replicas"], fields)
+    return tenant, None

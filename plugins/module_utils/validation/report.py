@@ -36,7 +36,7 @@ def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
         "tenants": [
             {k: t.get(k) for k in (
                 "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight",
-                "products")}
+                "products", "gpu_units")}
             for t in tenants
         ],
         "scenarios": scenarios,
@@ -54,9 +54,20 @@ def _fmt(value):
 def _guaranteed(tenant):
     """The guarantee, with its split over GPU products when the tenant holds quota on several."""
     products = tenant.get("products") or []
+
+    def part(p):
+        if p.get("replicas", 1) > 1:  # Kueue counts replicas; the report shows both
+            physical = _physical(p["gpus"], p["replicas"])
+            return "%s replicas = %s physical GPUs (%s x%d)" % (p["gpus"], physical, p.get("strategy"), p["replicas"])
+        return str(p["gpus"])
     if len(products) < 2:
-        return tenant["gpus"]
-    return "%s (%s)" % (tenant["gpus"], ", ".join("%s: %s" % (p["product"], p["gpus"]) for p in products))
+        return part(products[0]) if products else tenant["gpus"]
+    return "%s (%s)" % (tenant["gpus"], ", ".join("%s: %s" % (p["product"], part(p)) for p in products))
+
+
+def _physical(replicas, per_gpu):
+    whole, rest = divmod(replicas, per_gpu)
+    return str(whole) if not rest else "%.2f" % (float(replicas) / per_gpu)
 
 
 def _cell(value):
