@@ -194,5 +194,21 @@ def test_the_report_shows_the_plans_warnings_without_failing():
     scenario = {"name": "s", "title": "S", "checks": [{"check": "c", "expected": 1, "observed": 1, "passed": True}]}
     document = report_document("embedded", plan["tenants"], [scenario], "now", plan["warnings"])
     assert document["passed"] is True and document["warnings"] == plan["warnings"]
-    assert "## Warnings\n\n- nvidia.com/gpu: the tenants are guaranteed 16" in report_markdown(document, {})
+    assert "## Warnings\n\n- nvidia.com/gpu on NVIDIA-H100-80GB-HBM3: the tenants are guaranteed 16" \
+        in report_markdown(document, {})
     assert "gpu-1 (cordoned)" in report_markdown(document, {})
+
+
+def test_a_short_product_warns_although_another_product_has_room():
+    # Per product: a flavor's quota is only good on its own product's nodes.
+    a100 = dict(h100("a100-0"))
+    a100["metadata"] = {"name": "a100-0", "labels": dict(h100("a100-0")["metadata"]["labels"],
+                                                         **{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})}
+    nodes = [h100("gpu-0"), h100("gpu-1", [CORDON_TAINT], unschedulable=True), a100]
+    tenants = [{"name": "team-a", "products": {"NVIDIA-H100-80GB-HBM3": {"gpus": 16}, "NVIDIA-A100-SXM4-80GB": {"gpus": 0}}}]
+    plan = tenant_plan(tenants, nodes)
+    assert plan["errors"] == []
+    assert plan["warnings"] == [
+        "nvidia.com/gpu on NVIDIA-H100-80GB-HBM3: the tenants are guaranteed 16 but the schedulable nodes offer 8 of "
+        "the 16 installed; not counted: gpu-1 (cordoned). Kueue admits up to the guarantees and pods beyond what the "
+        "nodes hold stay Pending until the nodes return (uncordon them or lower the guarantees)"]

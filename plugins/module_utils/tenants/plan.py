@@ -33,8 +33,9 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     Returns ``{"resources": {accelerator resource: int}, "cpu": millicores (int), "memory": bytes (int),
     "pods": pod slots for tenants (int: allocatable pods less ``pods_reserved_per_node`` on each node),
     "per_node": {accelerator resource: the most devices one node offers}, "products": {gpu product:
-    {accelerator resource: int}}, "schedulable": {accelerator resource: int}, "unavailable": [{"name", "reason",
-    "resources": {accelerator resource: int}}], "taints": {gpu product: [taint]}, "sharing": {shared gpu product:
+    {accelerator resource: int}}, "schedulable": {accelerator resource: int}, "schedulable_products": {gpu product:
+    {accelerator resource: int}}, "unavailable": [{"name", "reason", "product", "resources": {accelerator resource:
+    int}}], "taints": {gpu product: [taint]}, "sharing": {shared gpu product:
     {"replicas": int > 1, "strategy": "time-slicing" | "mps"}}, "sharing_errors": [str]}``. Only nodes with a
     ``nvidia.com/gpu.product`` label count (CPU, memory and pods of other nodes are not for GPU tenants).
 
@@ -44,7 +45,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     guarantees exceed it. ``taints``: the taints common to each product's schedulable nodes (all its nodes when
     none is schedulable), without the ``node.kubernetes.io/`` lifecycle ones (``taints.common_taints``).
     """
-    totals, products, per_node, schedulable, by_product, sharing = {}, {}, {}, {}, {}, {}
+    totals, products, per_node, schedulable, by_product, sharing, schedulable_products = {}, {}, {}, {}, {}, {}, {}
     unavailable = []
     cpu = memory = pods = 0
     for node in nodes:
@@ -71,9 +72,11 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
                     per[name] = per.get(name, 0) + count
                     if reason is None:
                         schedulable[name] = schedulable.get(name, 0) + count
+                        ready = schedulable_products.setdefault(product, {})
+                        ready[name] = ready.get(name, 0) + count
         if reason is not None:
             unavailable.append({"name": (node.get("metadata") or {}).get("name"), "reason": reason,
-                                "resources": devices})
+                                "product": product, "resources": devices})
         cpu += int(parse_quantity(allocatable.get("cpu", 0)) * 1000)
         memory += int(parse_quantity(allocatable.get("memory", 0)))
         pods += max(0, int(parse_quantity(allocatable.get("pods", 0))) - pods_reserved_per_node)
@@ -94,7 +97,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
         if replicas > 1:
             shared[product] = {"replicas": replicas, "strategy": strategy}
     return {"resources": totals, "cpu": cpu, "memory": memory, "pods": pods, "per_node": per_node,
-            "products": products, "schedulable": schedulable,
+            "products": products, "schedulable": schedulable, "schedulable_products": schedulable_products,
             "unavailable": sorted(unavailable, key=lambda u: str(u["name"])), "taints": taints,
             "sharing": shared, "sharing_errors": conflicts}
 
@@ -109,21 +112,26 @@ def _replicas(labels):
 
 
 def capacity_warnings(tenants, capacity):
-    """Warnings (strings) for accelerator resources whose guarantees (``gpus`` of the normalised ``tenants``)
-    exceed what the schedulable nodes offer, naming the nodes left out: Kueue admits up to the guarantees, and
-    the pods of what the nodes cannot hold stay Pending while holding the tenant's quota."""
+    """Warnings (strings) for each GPU product and accelerator resource whose guarantees (the ``products`` entries
+    of the normalised ``tenants``) exceed what that product's schedulable nodes offer, naming the nodes left out:
+    Kueue admits up to the guarantees, and the pods of what the nodes cannot hold stay Pending while holding the
+    tenant's quota. Per product, since a flavor's quota is only good on its own product's nodes."""
+    asked = {}
+    for tenant in tenants:
+        for entry in tenant.get("products") or []:
+            key = (entry["product"], tenant["gpu_resource"])
+            asked[key] = asked.get(key, 0) + entry["gpus"]
     warnings = []
-    for resource in sorted({t["gpu_resource"] for t in tenants}):
-        guaranteed = sum(t["gpus"] for t in tenants if t["gpu_resource"] == resource)
-        offered = capacity["schedulable"].get(resource, 0)
+    for (product, resource), guaranteed in sorted(asked.items()):
+        offered = (capacity["schedulable_products"].get(product) or {}).get(resource, 0)
         if guaranteed > offered:
             left_out = ["%s (%s)" % (u["name"], u["reason"]) for u in capacity["unavailable"]
-                        if u["resources"].get(resource)]
+                        if u["product"] == product and u["resources"].get(resource)]
             warnings.append(
-                "%s: the tenants are guaranteed %d but the schedulable nodes offer %d of the %d installed; not "
-                "counted: %s. Kueue admits up to the guarantees and pods beyond what the nodes hold stay Pending "
+                "%s on %s: the tenants are guaranteed %d but the schedulable nodes offer %d of the %d installed; "
+                "not counted: %s. Kueue admits up to the guarantees and pods beyond what the nodes hold stay Pending "
                 "until the nodes return (uncordon them or lower the guarantees)"
-                % (resource, guaranteed, offered, capacity["resources"].get(resource, 0),
+                % (resource, product, guaranteed, offered, (capacity["products"].get(product) or {}).get(resource, 0),
                    ", ".join(left_out) or "none"))
     return warnings
 
