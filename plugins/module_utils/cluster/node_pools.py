@@ -24,14 +24,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
-    GPU_PRODUCT_LABEL,
-    GPU_REPLICAS_LABEL,
-    GPU_RESOURCE,
-    GPU_SHARING_STRATEGY_LABEL,
-    SHARED_PRODUCT_SUFFIX,
-    UNSCHEDULABLE_TAINT,
-)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import apply_sharing
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
@@ -151,13 +145,8 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     nodes = []
     for node in node_pool_nodes(pools):
         labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
-        sharing = node.get("gpu_sharing")
-        if sharing and resources.get(GPU_RESOURCE):
-            # What the device plugin and GFD publish with a sharing config (renameByDefault false).
-            labels[GPU_PRODUCT_LABEL] += SHARED_PRODUCT_SUFFIX
-            labels[GPU_REPLICAS_LABEL] = str(sharing["replicas"])
-            labels[GPU_SHARING_STRATEGY_LABEL] = sharing["strategy"]
-            resources[GPU_RESOURCE] *= sharing["replicas"]
+        # The embedded cluster's simulated nodes publish the same (simulated/node.py desired_node).
+        labels, resources = apply_sharing(labels, resources, node.get("gpu_sharing"))
         allocatable = {"cpu": str(node["cpu"]), "memory": str(node["memory"]), "pods": str(node["pods"])}
         allocatable.update((name, str(count)) for name, count in resources.items())
         nodes.append({"metadata": {"name": node["name"], "labels": labels}, "spec": node_spec(node),
