@@ -134,3 +134,20 @@ def test_node_pools_publish_what_the_gpu_operator_would():
 def test_bad_pool_sharing_is_named(sharing, message):
     errors = node_pool_errors([dict(POOL, gpu_sharing=sharing)])
     assert any(message in e for e in errors), errors
+
+
+def test_one_gpu_with_twelve_replicas_as_reported_in_the_field():
+    # https://github.com/NVIDIA/gpu-operator/issues/684: one physical GPU, time-slicing replicas 12, the node
+    # advertises nvidia.com/gpu: 12. One physical GPU is the whole node: 12 replicas in Kueue's units.
+    plan = tenant_plan([{"name": "team-a", "gpus": 1}], [node("g4dn-0", replicas=12, gpus=1)])
+    assert plan["errors"] == [] and gpu_quota(plan, "team-a")["nominalQuota"] == "12"
+    assert tenant_plan([{"name": "team-a", "gpus": 2}], [node("g4dn-0", replicas=12, gpus=1)])["errors"]
+
+
+def test_a_node_has_one_replica_count():
+    # The device plugin gives every GPU of a node the same replicas (per-GPU counts were asked for and not added:
+    # https://github.com/NVIDIA/k8s-device-plugin/issues/1786), so one nvidia.com/gpu.replicas label per node is
+    # the whole story; two replicas asked for can be two slices of one GPU
+    # (https://github.com/NVIDIA/gpu-operator/issues/386), which is why the guarantee is stated in physical GPUs.
+    plan = tenant_plan([{"name": "team-a", "gpus": 3}], [node("ts-0", replicas=2, gpus=4), node("ts-1", replicas=2, gpus=4)])
+    assert gpu_quota(plan, "team-a")["nominalQuota"] == "6"
