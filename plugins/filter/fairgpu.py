@@ -37,6 +37,7 @@ class FilterModule(object):
             "run_record": run_record,
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
+            "node_pool_node_spec": cluster_spec.node_spec,
             "node_pool_gpus": cluster_spec.total_gpus,
             "ready_node_names": cluster_spec.ready_node_names,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,

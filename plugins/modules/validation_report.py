@@ -39,6 +39,13 @@ options:
     type: list
     elements: dict
     required: true
+  warnings:
+    description:
+      - The tenant plan's warnings (such as guarantees above what the schedulable GPU nodes offer while nodes are
+        cordoned or NotReady), shown in the report; they do not fail it.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -125,12 +132,13 @@ def main():
             cluster=dict(type="str", required=True),
             tenants=dict(type="list", elements="dict", required=True),
             scenarios=dict(type="list", elements="dict", required=True),
+            warnings=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
     params = module.params
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    document = report_document(params["cluster"], params["tenants"], params["scenarios"], now)
+    document = report_document(params["cluster"], params["tenants"], params["scenarios"], now, params["warnings"])
     paths = {"json": os.path.join(params["path"], "report.json"), "markdown": os.path.join(params["path"], "report.md")}
     images = {}
     summary = ["%s: %s (%d checks)" % (s["name"], "passed" if all(c["passed"] for c in s["checks"]) else "FAILED",

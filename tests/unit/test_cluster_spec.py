@@ -50,9 +50,9 @@ def test_unknown_fields_are_all_named():
     errors = node_pool_errors([dict(POOL, gpu_memroy_mib=1, colour="red")])
     assert errors == [
         "cluster_kwok_node_pools[0].colour: unknown field; known fields are name, count, gpu_product, gpu_count, "
-        "gpu_memory_mib, cpu, memory, pods",
+        "gpu_memory_mib, cpu, memory, pods, taints, unschedulable, gpu_sharing",
         "cluster_kwok_node_pools[0].gpu_memroy_mib: unknown field; known fields are name, count, gpu_product, "
-        "gpu_count, gpu_memory_mib, cpu, memory, pods",
+        "gpu_count, gpu_memory_mib, cpu, memory, pods, taints, unschedulable, gpu_sharing",
     ]
 
 

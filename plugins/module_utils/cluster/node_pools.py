@@ -7,13 +7,26 @@ Pure logic, no cluster access. A node pool is a dict::
 
     {"name": str, "count": int >= 1, "gpu_product": str (a key of gpu_catalog.GPU_MODELS),
      "gpu_count": int >= 1, "gpu_memory_mib": int >= 1 (optional), "cpu": quantity, "memory": quantity,
-     "pods": int >= 1 (optional, default 110)}
+     "pods": int >= 1 (optional, default 110),
+     "taints": [{"key", "value" (optional), "effect"}] (optional; a Node's spec.taints, such as a managed GPU
+               pool's nvidia.com/gpu=present:NoSchedule),
+     "unschedulable": bool (optional; true: the pool's nodes are cordoned, spec.unschedulable),
+     "gpu_sharing": {"strategy": "time-slicing" | "mps", "replicas": int >= 2} (optional; the GPU Operator's device
+                    plugin sharing config: the node advertises gpu_count x replicas nvidia.com/gpu and GFD labels
+                    the product <product>-SHARED, nvidia.com/gpu.replicas and nvidia.com/gpu.sharing-strategy,
+                    while nvidia.com/gpu.count stays the physical count; NVIDIA GPU Operator docs, "GPU sharing")}
+
+A cordoned node also carries node.kubernetes.io/unschedulable:NoSchedule, which the node lifecycle controller adds
+(TaintNodesByCondition); ``pool_gpu_nodes`` writes it as a live cluster would show it.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import apply_sharing
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
@@ -21,7 +34,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity im
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label, is_whole_number
 
 DEFAULT_PODS = 110
-FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods")
+FIELDS = ("name", "count", "gpu_product", "gpu_count", "gpu_memory_mib", "cpu", "memory", "pods", "taints",
+          "unschedulable", "gpu_sharing")
+SHARING_STRATEGIES = ("time-slicing", "mps")
 
 
 def _is_quantity(value):
@@ -79,6 +94,24 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
             value = pool.get(field)
             if not _is_quantity(value):
                 errors.append("%s.%s: %r is not a Kubernetes quantity (for example 96 or 1Ti)" % (at, field, value))
+        if "taints" in pool:
+            errors.extend(node_taints.taint_errors(pool["taints"], at + ".taints"))
+        if "unschedulable" in pool and not isinstance(pool["unschedulable"], bool):
+            errors.append("%s.unschedulable: must be true or false, got %r" % (at, pool["unschedulable"]))
+        if "gpu_sharing" in pool:
+            errors.extend(_sharing_errors(pool["gpu_sharing"], at + ".gpu_sharing"))
+    return errors
+
+
+def _sharing_errors(sharing, at):
+    if not isinstance(sharing, dict):
+        return ["%s: give {strategy: time-slicing | mps, replicas: N}" % at]
+    errors = ["%s.%s: unknown field; known fields are strategy, replicas" % (at, key)
+              for key in sorted(str(k) for k in sharing if k not in ("strategy", "replicas"))]
+    if sharing.get("strategy") not in SHARING_STRATEGIES:
+        errors.append("%s.strategy: %r is not one of %s" % (at, sharing.get("strategy"), ", ".join(SHARING_STRATEGIES)))
+    if not is_whole_number(sharing.get("replicas")) or sharing["replicas"] < 2:
+        errors.append("%s.replicas: must be an integer >= 2 (1 is no sharing), got %r" % (at, sharing.get("replicas")))
     return errors
 
 
@@ -118,10 +151,26 @@ def pool_gpu_nodes(pools, mig_strategy="single", mig_config=None, mig_config_nam
     nodes = []
     for node in node_pool_nodes(pools):
         labels, resources = _accelerators(node, mig_strategy, mig_config, mig_config_name)
+        # The embedded cluster's simulated nodes publish the same (simulated/node.py desired_node).
+        labels, resources = apply_sharing(labels, resources, node.get("gpu_sharing"))
         allocatable = {"cpu": node["cpu"], "memory": node["memory"], "pods": node["pods"]}
         allocatable.update((name, canonical_quantity(count, milli=True)) for name, count in resources.items())
-        nodes.append({"metadata": {"name": node["name"], "labels": labels}, "status": {"allocatable": allocatable}})
+        nodes.append({"metadata": {"name": node["name"], "labels": labels}, "spec": node_spec(node),
+                      "status": {"allocatable": allocatable}})
     return nodes
+
+
+def node_spec(node):
+    """The Node ``spec`` of an expanded pool node (``node_pool_nodes``): ``{"taints": [...], "unschedulable":
+    true}`` as given, with the lifecycle controller's unschedulable taint on a cordoned node; {} for neither."""
+    spec = {}
+    taints = [dict(t) for t in node.get("taints") or []]
+    if node.get("unschedulable"):
+        spec["unschedulable"] = True
+        taints.append({"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"})
+    if taints:
+        spec["taints"] = taints
+    return spec
 
 
 def pool_capacity(pools, mig_strategy="single", mig_config=None, mig_config_name=None,

@@ -23,6 +23,14 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# GPU sharing (time-slicing, MPS): GFD writes the replicas and the strategy (time-slicing | mps | none) and, unless the
+# device plugin renames the resource, adds -SHARED to the product; with renameByDefault the resource is
+# nvidia.com/gpu.shared and the product keeps its name (NVIDIA GPU Operator docs, "GPU sharing"; k8s-device-plugin
+# README, "Shared Access to GPUs").
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+SHARED_PRODUCT_SUFFIX = "-SHARED"
 
 # --- Kueue (v1beta2, as pinned in files/toolchain/versions.env) ---------------------------------------------
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -36,6 +44,11 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "fairgpu"}
+# Taints Kubernetes puts on a node for its state, not its pool: node.kubernetes.io/unschedulable (cordon, the
+# node lifecycle controller's TaintNodesByCondition), /not-ready, /unreachable, /memory-pressure ... (well-known
+# taints, https://kubernetes.io/docs/reference/labels-annotations-taints/). They come and go with a drain.
+NODE_LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # The Job controller labels a Job's pods job-name=<job name>.
 JOB_NAME_LABEL = "job-name"
 

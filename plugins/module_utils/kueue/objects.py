@@ -7,7 +7,7 @@ Pure logic, no cluster access. The ``tenants`` role applies what ``tenant_object
 renders manifests uses the same function, so both give the same objects.
 
 API versions follow upstream: Kueue ``kueue.x-k8s.io/v1beta2`` (ClusterQueue ``spec.cohortName``, Cohort,
-ResourceFlavor ``spec.nodeLabels``, LocalQueue ``spec.clusterQueue``), Kubernetes ``v1`` and
+ResourceFlavor ``spec.nodeLabels``, ``nodeTaints`` and ``tolerations``, LocalQueue ``spec.clusterQueue``), Kubernetes ``v1`` and
 ``rbac.authorization.k8s.io/v1``.
 """
 
@@ -16,13 +16,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from decimal import Decimal
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.products import split
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
     GPU_POD_POLICY,
     GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
     GPU_RESOURCE,
+    GPU_SHARED_RESOURCE,
     JOB_POLICY,
     KUEUE_API,
     LIMIT_RANGE,
@@ -37,6 +41,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     TENANT_LABEL,
     TENANT_ROLE,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.taints import MAX_FLAVOR_TAINTS, tolerations_for
+
+MIB = 1024 * 1024
 
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
@@ -95,22 +102,74 @@ def flavor_name(product):
     return re.sub(r"[^a-z0-9-]+", "-", product.lower()).strip("-")
 
 
-def gpu_flavors(nodes_by_product):
+def gpu_flavors(nodes_by_product, taints_by_product=None, settings=None, sharing=None):
     """ResourceFlavors for the GPU products present: ``{product: {resource: count}}`` -> list of dicts
-    ``{"name", "product", "resources": {resource: total count}}`` sorted by name."""
-    return [
-        {"name": flavor_name(product), "product": product, "resources": dict(sorted(resources.items()))}
-        for product, resources in sorted(nodes_by_product.items())
-    ]
+    ``{"name", "product", "resources": {resource: total count}, "node_taints": [taint], "tolerations":
+    [toleration]}`` sorted by name.
+
+    ``taints_by_product``: ``{product: [taint]}``, the taints common to the product's schedulable nodes
+    (``plan.cluster_capacity``); the flavor declares them as ``spec.nodeTaints`` and tolerates them
+    (``taints.tolerations_for``), so Kueue admits only to quota whose pods can land and adds the tolerations
+    to the admitted pods (Kueue v0.19.2, apis/kueue/v1beta2/resourceflavor_types.go). ``settings``: the
+    inventory's ``{product: {"node_taints", "tolerations"}}``; a given list replaces the default. ``sharing``:
+    ``{product: {"replicas", "strategy"}}`` of the shared products (``plan.cluster_capacity``); such a flavor
+    carries ``replicas`` and ``strategy`` and also selects its nodes by ``nvidia.com/gpu.replicas``, so each
+    (product, replicas) has its own flavor (a non-shared flavor has replicas 1)."""
+    taints_by_product = taints_by_product or {}
+    sharing = sharing or {}
+    settings = settings or {}
+    flavors = []
+    for product, resources in sorted(nodes_by_product.items()):
+        entry = settings.get(product) or {}
+        node_taints = entry.get("node_taints", taints_by_product.get(product, []))
+        flavors.append({"name": flavor_name(product), "product": product, "resources": dict(sorted(resources.items())),
+                        "node_taints": [dict(t) for t in node_taints],
+                        "tolerations": [dict(t) for t in entry.get("tolerations", tolerations_for(node_taints))],
+                        "replicas": sharing.get(product, {}).get("replicas", 1),
+                        "strategy": sharing.get(product, {}).get("strategy", "none")})
+    return flavors
+
+
+def flavor_object(flavor):
+    """The ResourceFlavor of a ``gpu_flavors`` item: ``nodeLabels`` the GPU product, ``nodeTaints`` and
+    ``tolerations`` when there are any (left out when empty, as the API server writes them back)."""
+    spec = {"nodeLabels": {GPU_PRODUCT_LABEL: flavor["product"]}}
+    if flavor.get("replicas", 1) > 1:
+        spec["nodeLabels"][GPU_REPLICAS_LABEL] = str(flavor["replicas"])
+    if flavor.get("node_taints"):
+        spec["nodeTaints"] = flavor["node_taints"]
+    if flavor.get("tolerations"):
+        spec["tolerations"] = flavor["tolerations"]
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor["name"], "labels": _labels()},
+            "spec": spec}
 
 
 def flavor_errors(tenants, flavors):
-    """Each tenant's accelerator resource must be offered by exactly one flavor (one GPU product).
-    Returns error strings naming the tenant."""
+    """Each tenant's quota must land on flavors that offer its accelerator resource: in the simple form (no
+    ``products``), exactly one flavor (one GPU product) offers it; with ``products``, each named product's flavor
+    offers it. Returns error strings naming the tenant; and a used flavor's taints and tolerations must fit
+    Kueue's limit of ``taints.MAX_FLAVOR_TAINTS`` each (ResourceFlavorSpec MaxItems=8, Kueue v0.19.2)."""
     errors = []
+    for flavor in flavors:
+        used = any(t["gpu_resource"] in flavor["resources"] for t in tenants)
+        for field in ("node_taints", "tolerations"):
+            if used and len(flavor.get(field) or []) > MAX_FLAVOR_TAINTS:
+                errors.append(
+                    "ResourceFlavor %s: the %s nodes have %d %s in common; a ResourceFlavor takes at most %d: give "
+                    "tenants_gpu_flavors[%s].%s the ones that matter" % (
+                        flavor["name"], flavor["product"], len(flavor[field]), field.replace("_", " "),
+                        MAX_FLAVOR_TAINTS, flavor["product"], field))
     for tenant in tenants:
-        offering = [f["name"] for f in flavors if tenant["gpu_resource"] in f["resources"]]
-        if not offering:
+        offering = [f for f in flavors if tenant["gpu_resource"] in f["resources"]]
+        if tenant.get("products"):
+            for entry in tenant["products"]:
+                if not any(f["product"] == entry["product"] for f in offering):
+                    errors.append(
+                        "tenants_list (%s).products[%s]: the nodes of this product offer no %s; they offer %s"
+                        % (tenant["name"], entry["product"], tenant["gpu_resource"],
+                           ", ".join(sorted(r for f in flavors if f["product"] == entry["product"]
+                                            for r in f["resources"])) or "no accelerators"))
+        elif not offering:
             errors.append(
                 "tenants_list (%s).gpu_resource: no node offers %s; the nodes offer %s"
                 % (tenant["name"], tenant["gpu_resource"],
@@ -118,11 +177,27 @@ def flavor_errors(tenants, flavors):
             )
         elif len(offering) > 1:
             errors.append(
-                "tenants_list (%s).gpu_resource: %s is offered by several GPU products (%s); fairgpu gives a "
-                "tenant one ResourceFlavor, so give each product its own tenants or use one product"
-                % (tenant["name"], tenant["gpu_resource"], ", ".join(offering))
+                "tenants_list (%s).gpu_resource: %s is offered by several GPU products (%s); say which the tenant's "
+                "guarantee is on with products: {<product>: {gpus: N}, ...}"
+                % (tenant["name"], tenant["gpu_resource"], ", ".join(f["product"] for f in offering))
             )
     return errors
+
+
+def assign_products(tenants, flavors):
+    """Give each simple-form tenant (``products`` None) its one product: ``[{"product", "gpus", "borrowing_limit",
+    "lending_limit"}]`` from its own fields; and every product entry its flavor's ``replicas`` (1: not shared) and
+    sharing ``strategy``. Call ``flavor_errors`` first. Changes ``tenants`` in place."""
+    for tenant in tenants:
+        if not tenant.get("products"):
+            flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
+            tenant["products"] = [{"product": flavor["product"], "gpus": tenant["gpus"],
+                                   "borrowing_limit": tenant["borrowing_limit"],
+                                   "lending_limit": tenant["lending_limit"]}]
+        for entry in tenant["products"]:
+            flavor = next((f for f in flavors if f["product"] == entry["product"]), {})
+            entry["replicas"], entry["strategy"] = flavor.get("replicas", 1), flavor.get("strategy", "none")
+    return tenants
 
 
 def _labels(tenant=None):
@@ -139,15 +214,58 @@ def _quantity(value, milli=False):
     return canonical_quantity(value, milli=milli)
 
 
-def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
+# With several products, a Job that can run on any of them goes to the first product (in the tenant's order) where
+# it fits in the tenant's own guarantee before it borrows or preempts on any: ClusterQueue flavorFungibility
+# whenCanBorrow/whenCanPreempt TryNextFlavor (apis/kueue/v1beta2/clusterqueue_types.go; Kueue's defaults are
+# MayStopSearch and TryNextFlavor). A Job that needs one product pins it with a nodeSelector on
+# nvidia.com/gpu.product: Kueue only assigns flavors whose nodeLabels match it.
+FLAVOR_FUNGIBILITY = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+
+
+def _split_quantity(text, weights, unit):
+    """A canonical quantity string split in proportion to ``weights``: CPU (``unit`` 1000) in millicores, memory
+    (``unit`` 1) in whole MiB."""
+    if unit == 1000:
+        return [canonical_quantity(Decimal(p) / 1000) for p in split(int(parse_quantity(text) * 1000), weights)]
+    return [canonical_quantity(p * MIB, binary=True) for p in split(int(parse_quantity(text)) // MIB, weights)]
+
+
+def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
     """The tenant's ClusterQueue. It covers CPU, memory, the accelerator and ``pods`` (Kueue then counts one per
     pod of a workload: pkg/scheduler/flavorassigner/flavorassigner.go, v0.19.2); every covered resource is
-    quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it."""
-    gpu = {"name": tenant["gpu_resource"], "nominalQuota": _quantity(tenant["gpus"])}
-    if cohort and tenant["borrowing_limit"] is not None:
-        gpu["borrowingLimit"] = _quantity(tenant["borrowing_limit"])
-    if cohort and tenant["lending_limit"] is not None:
-        gpu["lendingLimit"] = _quantity(tenant["lending_limit"])
+    quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it.
+
+    One resource group, one flavor per product of ``tenant["products"]`` in its order (``flavors``: the
+    ``gpu_flavors`` items). Kueue requires every flavor of a group to list all of the group's resources
+    (ResourceGroup rule "flavors must have the same number of resources as the coveredResources",
+    apis/kueue/v1beta2/clusterqueue_types.go), and a Job's pods get all the resources of a group from one flavor.
+    CPU, memory and pods therefore stay in the accelerator's group and are split between the products in
+    proportion to the tenant's GPUs on each (``split``): the flavor pins the pods to that product's nodes, so that
+    is where their CPU and memory are. A group of their own with a flavor without nodeLabels would let a tenant's
+    CPU quota be spent on any node, and its CPU-only pods leave the GPU nodes the capacity was counted on."""
+    products = tenant["products"]
+    weights = [p["gpus"] for p in products]
+    cpus = _split_quantity(tenant["cpu"], weights, 1000)
+    memories = _split_quantity(tenant["memory"], weights, 1)
+    pods = split(tenant["pods"], weights)
+    entries = []
+    for index, product in enumerate(products):
+        flavor = next(f for f in flavors if f["product"] == product["product"])
+        gpu = {"name": tenant["gpu_resource"], "nominalQuota": _quantity(product["gpus"])}
+        if cohort and product["borrowing_limit"] is not None:
+            gpu["borrowingLimit"] = _quantity(product["borrowing_limit"])
+        if cohort and product["lending_limit"] is not None:
+            gpu["lendingLimit"] = _quantity(product["lending_limit"])
+        single = len(products) == 1
+        entries.append({
+            "name": flavor["name"],
+            "resources": [
+                {"name": "cpu", "nominalQuota": _quantity(tenant["cpu"]) if single else cpus[index]},
+                {"name": "memory", "nominalQuota": _quantity(tenant["memory"]) if single else memories[index]},
+                gpu,
+                {"name": "pods", "nominalQuota": _quantity(pods[index])},
+            ],
+        })
     spec = {
         "namespaceSelector": {"matchLabels": {TENANT_LABEL: tenant["name"]}},
         "queueingStrategy": queueing_strategy,
@@ -155,17 +273,11 @@ def cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy):
         "fairSharing": {"weight": _quantity(tenant["weight"])},
         "resourceGroups": [{
             "coveredResources": ["cpu", "memory", tenant["gpu_resource"], "pods"],
-            "flavors": [{
-                "name": flavor["name"],
-                "resources": [
-                    {"name": "cpu", "nominalQuota": _quantity(tenant["cpu"])},
-                    {"name": "memory", "nominalQuota": _quantity(tenant["memory"])},
-                    gpu,
-                    {"name": "pods", "nominalQuota": _quantity(tenant["pods"])},
-                ],
-            }],
+            "flavors": entries,
         }],
     }
+    if len(products) > 1:
+        spec["flavorFungibility"] = dict(FLAVOR_FUNGIBILITY)
     if cohort:
         spec["cohortName"] = cohort
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -190,14 +302,39 @@ def tenant_role(namespace, tenant):
     }
 
 
-def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None):
+def closed_resources(tenant, flavors):
+    """The accelerator resources of the nodes (``gpu_flavors``) that ``tenant`` gets no quota of: every one but its
+    own ``gpu_resource``, less those its ``resource_quota`` sets itself. Its ResourceQuota holds them at 0, so a pod
+    that bypasses Kueue (its ClusterQueue covers only the tenant's own resource) cannot take the MIG devices or
+    whole GPUs next to its own on the same nodes (mig-parted per-GPU configs under the mixed strategy)."""
+    present = {r for f in flavors for r in f["resources"]}
+    return sorted(r for r in present if r != tenant["gpu_resource"] and "requests." + r not in tenant["resource_quota"])
+
+
+def accelerator_allotment(tenants, flavors):
+    """What the plan says of every accelerator resource of the nodes: ``[{"resource", "devices": int (installed),
+    "allotted_to": [tenant names], "closed_to": [tenant names]}]`` sorted by resource. A resource nobody is
+    allotted is closed to every tenant."""
+    devices = {}
+    for flavor in flavors:
+        for resource, count in flavor["resources"].items():
+            devices[resource] = devices.get(resource, 0) + count
+    return [{"resource": resource, "devices": count,
+             "allotted_to": [t["name"] for t in tenants if t["gpu_resource"] == resource],
+             "closed_to": [t["name"] for t in tenants if resource in closed_resources(t, flavors)]}
+            for resource, count in sorted(devices.items())]
+
+
+def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None, closed=()):
     """A tenant namespace and what holds in it: LocalQueues, ResourceQuota (the accelerator's hard maximum,
-    ``pods``, ``count/jobs.batch``), LimitRange, Role and RoleBinding. The Namespace carries the Pod Security
-    labels of ``isolation`` (``isolation_policy``)."""
+    ``pods``, ``count/jobs.batch``, and 0 for each accelerator resource of ``closed``, see ``closed_resources``),
+    LimitRange, Role and RoleBinding. The Namespace carries the Pod Security labels of ``isolation``
+    (``isolation_policy``)."""
     isolation = isolation_policy(isolation)
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
-    hard = dict(tenant["resource_quota"])
+    hard = {"requests." + resource: 0 for resource in closed}
+    hard.update(tenant["resource_quota"])
     hard["requests." + gpu] = tenant["max_gpus"]
     hard["pods"] = tenant["max_pods"]
     hard["count/jobs.batch"] = tenant["max_jobs"]
@@ -260,8 +397,9 @@ def object_errors(objects):
 
 # A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
 # container an explicit 0).
-_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r.startsWith('%s')) && "
-         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))" % (GPU_RESOURCE, MIG_RESOURCE_PREFIX))
+_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r == '%s' || r.startsWith('%s')) && "
+         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))"
+         % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX))
 
 
 # The pod template of a Job, and all its containers (init containers included: they run on the node too).
@@ -420,7 +558,8 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
                    local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
-    ``tenants``: normalised tenants (``tenant_spec.normalise``); ``flavors``: ``gpu_flavors`` output;
+    ``tenants``: normalised tenants (``tenant_spec.normalise``) with their ``products`` (``assign_products``);
+    ``flavors``: ``gpu_flavors`` output;
     ``preemption``: ClusterQueue ``spec.preemption`` (default: reclaim within cohort from any borrower,
     preempt lower priority within the queue); ``limit_range``: default container request/limit
     ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
@@ -431,7 +570,8 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if limit_range is None:
         limit_range = DEFAULT_CONTAINER_RESOURCES
-    used = {f["name"]: f for f in flavors for t in tenants if t["gpu_resource"] in f["resources"]}
+    named = {p["product"] for t in tenants for p in t["products"]}
+    used = {f["name"]: f for f in flavors if f["product"] in named}
     objects = admission_policies(isolation)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
@@ -441,14 +581,11 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         objects.append({"apiVersion": KUEUE_API, "kind": "Cohort",
                         "metadata": {"name": cohort, "labels": _labels()}, "spec": {}})
     for name in sorted(used):
-        objects.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
-                        "metadata": {"name": name, "labels": _labels()},
-                        "spec": {"nodeLabels": {GPU_PRODUCT_LABEL: used[name]["product"]}}})
+        objects.append(flavor_object(used[name]))
     for tenant in tenants:
-        flavor = next(f for f in flavors if tenant["gpu_resource"] in f["resources"])
-        objects.append(cluster_queue(tenant, flavor, cohort, preemption, queueing_strategy))
+        objects.append(cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy))
     for tenant in tenants:
         for namespace in tenant["namespaces"]:
             objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range,
-                                             isolation))
+                                             isolation, closed_resources(tenant, flavors)))
     return objects

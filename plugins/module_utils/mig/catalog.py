@@ -12,7 +12,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_COUNT_LABEL, GPU_PRESENT_LABEL, GPU_PRODUCT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_COUNT_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_SHARING_STRATEGY_LABEL,
+)
 
 # product label value -> facts GFD reports for one GPU of that model.
 #   memory_mib: ``nvidia.com/gpu.memory`` (MiB, as nvidia-smi reports total framebuffer memory)
@@ -72,8 +78,8 @@ def gfd_labels(product, count, mig_strategy="single", memory_mib=None):
         "nvidia.com/gpu.family": model["family"],
         "nvidia.com/gpu.compute.major": str(model["compute"][0]),
         "nvidia.com/gpu.compute.minor": str(model["compute"][1]),
-        "nvidia.com/gpu.replicas": "1",
-        "nvidia.com/gpu.sharing-strategy": "none",
+        GPU_REPLICAS_LABEL: "1",
+        GPU_SHARING_STRATEGY_LABEL: "none",
         "nvidia.com/mig.capable": "true" if model["mig_capable"] else "false",
     }
     if mig_strategy != "none":

@@ -9,6 +9,8 @@ A simulated node describes its hardware in annotations (written by the ``cluster
 - ``fairgpu.io/simulated-gpu-product``: a ``nvidia.com/gpu.product`` value from ``gpu_catalog.GPU_MODELS``
 - ``fairgpu.io/simulated-gpu-count``: whole GPUs on the node (integer >= 1)
 - ``fairgpu.io/simulated-gpu-memory-mib``: optional, per-GPU memory in MiB (default: the catalogue's)
+- ``fairgpu.io/simulated-gpu-sharing``: optional, JSON ``{"strategy": "time-slicing" | "mps", "replicas": N}``: the
+  device plugin's sharing config (``apply_sharing``)
 
 With MIG, this layer also plays NVIDIA's MIG manager: a node labelled ``nvidia.com/mig.config=<name>`` gets the
 layout of config ``<name>`` of the mig-parted config (``mig_layout``), or ``nvidia.com/mig.config.state=failed``
@@ -25,7 +27,14 @@ __metaclass__ = type
 import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_RESOURCE,
+    GPU_SHARING_STRATEGY_LABEL,
+    MIG_RESOURCE_PREFIX,
+    SHARED_PRODUCT_SUFFIX,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
@@ -77,6 +86,21 @@ def desired_gpu_state(annotations, mig_strategy):
     return labels, {GPU_RESOURCE: count}
 
 
+def apply_sharing(labels, resources, sharing):
+    """What the device plugin and GFD publish for a node with a sharing config (``{"strategy": "time-slicing" |
+    "mps", "replicas": N}``, renameByDefault false; None: no sharing): ``nvidia.com/gpu`` times the replicas, the
+    product ``<product>-SHARED``, ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy``, while
+    ``nvidia.com/gpu.count`` stays the physical count (NVIDIA GPU Operator documentation, "GPU sharing"). Returns
+    new ``(labels, resources)``."""
+    labels, resources = dict(labels), dict(resources)
+    if sharing and resources.get(GPU_RESOURCE):
+        labels[GPU_PRODUCT_LABEL] += SHARED_PRODUCT_SUFFIX
+        labels[GPU_REPLICAS_LABEL] = str(sharing["replicas"])
+        labels[GPU_SHARING_STRATEGY_LABEL] = sharing["strategy"]
+        resources[GPU_RESOURCE] *= sharing["replicas"]
+    return labels, resources
+
+
 def owned_label(name):
     """True for the labels GFD and the MIG manager own (``nvidia.com/mig.config`` is the user's choice)."""
     return (name.startswith((GPU_RESOURCE + ".", MIG_RESOURCE_PREFIX)) or
@@ -117,6 +141,11 @@ def desired_node(name, annotations, labels, mig_strategy, mig_config=None):
     memory_mib = _int_annotation(annotations, "memory-mib", required=False)
     if memory_mib is not None and not any(layout or []):
         wanted["nvidia.com/gpu.memory"] = str(memory_mib)
+    try:
+        sharing = json.loads(annotations.get(ANNOTATION_PREFIX + "sharing") or "null")
+    except ValueError:
+        raise SimulatedNodeError("annotation %ssharing must be JSON {strategy, replicas}" % ANNOTATION_PREFIX)
+    wanted, resources = apply_sharing(wanted, resources, sharing)
     if state:
         wanted[MIG_STATE_LABEL] = state
     elif mig_config is None and MIG_STATE_LABEL in labels:

@@ -35,6 +35,14 @@ Pure logic, no cluster access. One tenant is a dict::
                      ``count/jobs.batch``; default: the caller's default, 100): caps the backlog one tenant can
                      queue in a burst
 
+    products:        quota per GPU product instead of gpus, borrowing_limit and lending_limit, on a cluster with
+                     several products: ``{<nvidia.com/gpu.product>: {gpus, borrowing_limit, lending_limit}}``
+                     (``tenants/products.py``); the checks here see the tenant's totals (``products.flatten``)
+
+    gpu_units:       physical (default) or replicas: on shared GPUs (time-slicing, MPS: GFD label
+                     nvidia.com/gpu.replicas > 1), whether gpus and its limits count physical GPUs (fairgpu
+                     multiplies them by the replicas, what Kueue counts) or replicas as they are
+
 Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
 Rules from upstream Kueue (kueue.x-k8s.io/v1beta2 ClusterQueue validation): ``borrowingLimit`` only with a
@@ -53,7 +61,7 @@ from decimal import Decimal
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, GPU_SHARED_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 
 MIB = 1024 * 1024
@@ -61,7 +69,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
     "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",
-    "max_jobs",
+    "max_jobs", "products", "gpu_units",
 )
 # ResourceQuota keys fairgpu sets itself from the tenant's fields.
 OWN_QUOTA_KEYS = {"pods": "max_pods", "count/jobs.batch": "max_jobs"}
@@ -81,9 +89,10 @@ def is_dns_label(value):
 
 
 def is_accelerator_resource(name):
-    """True for ``nvidia.com/gpu`` and every ``nvidia.com/mig-<profile>`` form the device plugin writes
+    """True for ``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` (time-slicing with renameByDefault) and every
+    ``nvidia.com/mig-<profile>`` form the device plugin writes
     (``mig.resources.is_mig_resource``: ``.me``, ``.me.all``, ``.gfx``, ``-me``)."""
-    return name == GPU_RESOURCE or resources.is_mig_resource(name)
+    return name in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or resources.is_mig_resource(name)
 
 
 def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, limit_range=None,

@@ -20,9 +20,11 @@ def check(check, expected, observed, passed):
     return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
-def report_document(cluster, tenants, scenarios, generated_at):
+def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
     """The JSON report: ``{"cluster", "generated_at", "passed", "tenants": [...], "scenarios": [...],
-    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"]}``."""
+    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"], "warnings": [str]}``. ``warnings``: the
+    tenant plan's (``tenants.plan.tenant_plan``), such as guarantees above what the schedulable nodes offer while
+    nodes are cordoned or NotReady; they do not fail the report."""
     failed = [
         "%s: %s (expected %s, observed %s)" % (s["name"], c["check"], _fmt(c["expected"]), _fmt(c["observed"]))
         for s in scenarios for c in s["checks"] if not c["passed"]
@@ -33,11 +35,13 @@ def report_document(cluster, tenants, scenarios, generated_at):
         "passed": not failed and bool(scenarios),
         "tenants": [
             {k: t.get(k) for k in (
-                "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight")}
+                "name", "namespaces", "gpu_resource", "gpus", "borrowing_limit", "lending_limit", "max_gpus", "weight",
+                "products", "gpu_units")}
             for t in tenants
         ],
         "scenarios": scenarios,
         "failed_checks": failed,
+        "warnings": list(warnings or []),
     }
 
 
@@ -45,6 +49,25 @@ def _fmt(value):
     if isinstance(value, (list, dict)):
         return json.dumps(value, sort_keys=True) if value else "none"
     return str(value)
+
+
+def _guaranteed(tenant):
+    """The guarantee, with its split over GPU products when the tenant holds quota on several."""
+    products = tenant.get("products") or []
+
+    def part(p):
+        if p.get("replicas", 1) > 1:  # Kueue counts replicas; the report shows both
+            physical = _physical(p["gpus"], p["replicas"])
+            return "%s replicas = %s physical GPUs (%s x%d)" % (p["gpus"], physical, p.get("strategy"), p["replicas"])
+        return str(p["gpus"])
+    if len(products) < 2:
+        return part(products[0]) if products else tenant["gpus"]
+    return "%s (%s)" % (tenant["gpus"], ", ".join("%s: %s" % (p["product"], part(p)) for p in products))
+
+
+def _physical(replicas, per_gpu):
+    whole, rest = divmod(replicas, per_gpu)
+    return str(whole) if not rest else "%.2f" % (float(replicas) / per_gpu)
 
 
 def _cell(value):
@@ -68,9 +91,11 @@ def report_markdown(document, images):
     ]
     for t in document["tenants"]:
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], t["gpus"],
+            t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], _guaranteed(t),
             "none" if t["borrowing_limit"] is None else t["borrowing_limit"],
             "all" if t["lending_limit"] is None else t["lending_limit"], t["max_gpus"], t["weight"]))
+    if document.get("warnings"):
+        lines += ["", "## Warnings", ""] + ["- " + w for w in document["warnings"]]
     for scenario in document["scenarios"]:
         lines += ["", "## %s" % scenario["title"], ""]
         metrics = scenario.get("metrics") or {}
