@@ -152,12 +152,14 @@ def canonical_quantity(value, binary=False, milli=False):
         # CanonicalizeBytes: BinarySI only for whole magnitudes of 1024 and more, else DecimalSI.
         whole = exponent >= 0 or mantissa % 10 ** -exponent == 0
         size = (mantissa * 10 ** exponent if exponent >= 0 else mantissa // 10 ** -exponent) if whole else 0
-        if size >= 1024:
-            power = 0
-            while size % 1024 == 0:
-                size //= 1024
-                power += 1
+        power = 0
+        while size >= 1024 and size % 1024 == 0:
+            size //= 1024
+            power += 1
+        if power:
             return "%s%d%s" % (sign, size, _BINARY_SUFFIXES[power])
+        # No binary suffix fits: written without one, the string reads back as DecimalSI, so it is written in
+        # DecimalSI's canonical form (15625000 -> 15625k), which reads back as itself.
         form = DECIMAL_SI
     # AsCanonicalBytes: factors of 10 into the exponent, then back until the exponent is a multiple of 3.
     while mantissa % 10 == 0:
