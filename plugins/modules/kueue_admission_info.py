@@ -58,6 +58,9 @@ options:
       - "C({queue: NAME, admitted_at_least: N}) or C({queue: NAME, pending_at_least: N}): workload counts."
       - "C({queue: NAME, running_at_least: N}): the tenant's Running pods hold at least N devices (needs
         O(pods=true)): the guarantee in use, not only reserved."
+      - "C({queue: NAME, started_at_least: N}): the tenant's Running and Succeeded pods have at least N devices
+        (needs O(pods=true)): every device of the guarantee put to work, also when a short Job finished before the
+        last one started."
       - "C({all_finished: true, workloads_at_least: N}): every reported Workload is Finished (and there are
         at least N)."
     type: dict
@@ -157,6 +160,10 @@ queues:
       description: Devices held by Running pods of the tenant's namespaces that are being deleted (0 without O(pods)).
       type: int
       returned: always
+    pods_succeeded:
+      description: Devices of Succeeded pods of the tenant's namespaces, which ran on them and are done (0 without O(pods)).
+      type: int
+      returned: always
   sample:
     team-a:
       name: team-a
@@ -175,6 +182,7 @@ queues:
       active: true
       pods_running: 16
       pods_terminating: 0
+      pods_succeeded: 0
 workloads:
   description: The Workloads, sorted by namespace, creation time and name (empty when O(workloads=false)).
   returned: always
@@ -350,8 +358,9 @@ def run(module, client, waiter=None):
         module.fail_json(msg="pods: name the tenant namespaces whose pods to read (namespaces)")
     if wait_for is not None:
         errors = wait_for_errors(wait_for)
-        if "running_at_least" in wait_for and not params["pods"]:
-            errors.append("wait_for.running_at_least: needs pods=true")
+        for key in ("running_at_least", "started_at_least"):
+            if key in wait_for and not params["pods"]:
+                errors.append("wait_for.%s: needs pods=true" % key)
         if errors:
             module.fail_json(msg="; ".join(errors))
     if wait_for is None:

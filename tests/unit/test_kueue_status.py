@@ -123,7 +123,7 @@ def test_wait_conditions():
     assert not condition_met(info, {"queue": "nope", "admitted_at_least": 0})
     point = sample(info, 1.5, 100.0)
     assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "pending": 1, "admitted": 8, "running": 0,
-                                         "terminating": 0}
+                                         "terminating": 0, "started": 0}
 
 
 def pod(namespace, phase="Running", gpus=1, deleting=False, init=(), overhead=None, containers=1):
@@ -169,6 +169,13 @@ def test_pods_count_for_their_namespace_tenant_whether_kueue_admitted_them_or_no
     assert info["queues"]["team-b"]["pods_running"] == 1
     assert condition_met(info, {"queue": "team-b", "running_at_least": 1})
     assert not condition_met(info, {"queue": "team-b", "running_at_least": 2})
+    # A Succeeded pod had its devices: it counts as started, not as running (a 30 s Job can be done before the
+    # tenant's last pod starts; a CI run saw 7 of 8 at once).
+    assert info["queues"]["team-a"]["pods_succeeded"] == 1
+    assert condition_met(info, {"queue": "team-a", "started_at_least": 3})
+    assert not condition_met(info, {"queue": "team-a", "started_at_least": 4})
+    assert not condition_met(info, {"queue": "team-a", "running_at_least": 3})
+    assert sample(info, 0, 0)["queues"]["team-a"]["started"] == 3
 
 
 @pytest.mark.parametrize("wait_for, message", [

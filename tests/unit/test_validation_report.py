@@ -75,7 +75,7 @@ def test_each_failure_is_caught():
     assert failed == {"time-to-guarantee of team-b, Kueue's reservation, within 15.0 s with 40 Jobs of team-a's "
                       "backlog queued"}
     failed = {c["check"] for c in scenario(running_ts=170.0)["checks"] if not c["passed"]}
-    assert failed == {"time-to-guarantee of team-b, its pods Running on 8 GPUs, within 60 s with 40 Jobs of "
+    assert failed == {"time-to-guarantee of team-b, its pods started on 8 GPUs, within 60 s with 40 Jobs of "
                       "team-a's backlog queued"}
     failed = {c["check"] for c in scenario(lost=1)["checks"] if not c["passed"]}
     assert failed == {"every Job of both tenants succeeded (none lost)"}
@@ -107,3 +107,19 @@ def test_held_series_orders_and_dedups():
     timeline = [{"ts": 12.0, "queues": {"a": {"reserved": 2}}}, {"ts": 10.0, "queues": {"a": {"reserved": 1}}},
                 {"ts": 12.0, "queues": {"a": {"reserved": 2}}}]
     assert held_series(timeline) == {"a": [(0.0, 1), (2.0, 2)]}
+
+
+def test_a_guarantee_is_in_use_once_its_pods_started_even_if_the_first_finished():
+    """What a CI run saw with 30 s Jobs: 7 of team-b's 8 pods Running at once, the eighth starting after the first
+    Succeeded. The guarantee was put to work; the time counts from the sample where Running and Succeeded pods
+    cover it (``started``)."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import guarantee_times
+
+    def point(ts, reserved, running, started):
+        return {"ts": ts, "queues": {"team-b": {"reserved": reserved, "running": running, "started": started}}}
+
+    timeline = [point(100.0, 8, 2, 2), point(118.7, 8, 7, 7), point(131.6, 6, 6, 8)]
+    assert guarantee_times(timeline, "team-b", 8, 99.0) == (1.0, 32.6)
+    # Samples of an older module without "started" still count Running pods.
+    assert guarantee_times([{"ts": 105.0, "queues": {"team-b": {"reserved": 8, "running": 8}}}], "team-b", 8, 99.0) == (
+        6.0, 6.0)

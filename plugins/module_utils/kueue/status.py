@@ -73,7 +73,8 @@ def pod_requests(pod_spec, resource):
 
 def pod_devices(pods, namespace_queues, resource):
     """What tenants' pods hold on the nodes, per ClusterQueue: ``{queue: {"running": devices of Running pods that
-    are not being deleted, "terminating": devices of Running pods being deleted}}``.
+    are not being deleted, "terminating": devices of Running pods being deleted, "succeeded": devices of Succeeded
+    pods (they ran on them and are done)}}``.
 
     ``pods``: Pod objects; ``namespace_queues``: namespace -> the ClusterQueue its LocalQueues point at (a pod
     counts for its namespace's tenant whether Kueue admitted it or not: that is the point). A Running pod holds its
@@ -82,11 +83,15 @@ def pod_devices(pods, namespace_queues, resource):
     for pod in pods:
         metadata = pod.get("metadata") or {}
         queue = namespace_queues.get(metadata.get("namespace"))
-        if queue is None or (pod.get("status") or {}).get("phase") != "Running":
+        phase = (pod.get("status") or {}).get("phase")
+        if queue is None or phase not in ("Running", "Succeeded"):
             continue
         devices = pod_requests(pod.get("spec") or {}, resource)
-        entry = held.setdefault(queue, {"running": 0, "terminating": 0})
-        entry["terminating" if metadata.get("deletionTimestamp") else "running"] += devices
+        entry = held.setdefault(queue, {"running": 0, "terminating": 0, "succeeded": 0})
+        if phase == "Succeeded":
+            entry["succeeded"] += devices
+        else:
+            entry["terminating" if metadata.get("deletionTimestamp") else "running"] += devices
     return held
 
 
@@ -94,8 +99,9 @@ def queue_summary(cluster_queue, resource):
     """One ClusterQueue as a dict: ``name``, ``cohort``, ``weight`` (float), ``nominal``, ``borrowing_limit``,
     ``lending_limit`` (devices or None), ``reserved``, ``in_use``, ``borrowed`` (devices),
     ``weighted_share`` (int or None), ``pending_workloads``, ``reserving_workloads``, ``admitted_workloads``
-    (ints), ``active`` (bool); ``pods_running`` and ``pods_terminating`` (devices held by the tenant's Running
-    pods, 0 here: ``admission_info`` fills them when it is given pods)."""
+    (ints), ``active`` (bool); ``pods_running``, ``pods_terminating`` and ``pods_succeeded`` (devices of the
+    tenant's Running pods, and of its Succeeded ones, 0 here: ``admission_info`` fills them when it is given
+    pods)."""
     spec = cluster_queue.get("spec") or {}
     status = cluster_queue.get("status") or {}
     nominal, borrowing, lending = _quota(spec, resource)
@@ -118,6 +124,7 @@ def queue_summary(cluster_queue, resource):
         "active": active,
         "pods_running": 0,
         "pods_terminating": 0,
+        "pods_succeeded": 0,
     }
 
 
@@ -241,21 +248,24 @@ def admission_info(cluster_queues, local_queues, workloads, resource=GPU_RESOURC
     namespace_queues = {namespace: queue for (namespace, _name), queue in lq_map.items() if queue in queues}
     for queue, held in pod_devices(pods or [], namespace_queues, resource).items():
         queues[queue]["pods_running"], queues[queue]["pods_terminating"] = held["running"], held["terminating"]
+        queues[queue]["pods_succeeded"] = held["succeeded"]
     summaries = [workload_summary(w, lq_map, resource) for w in workloads]
     summaries = [s for s in summaries if s["cluster_queue"] in queues]
     summaries.sort(key=lambda s: (s["namespace"] or "", s["created"] or "", s["name"] or ""))
     return {"queues": queues, "workloads": summaries}
 
 
-WAIT_KEYS = ("reserved_at_least", "admitted_at_least", "pending_at_least", "running_at_least")
+WAIT_KEYS = ("reserved_at_least", "admitted_at_least", "pending_at_least", "running_at_least", "started_at_least")
 
 
 def wait_for_errors(wait_for):
     """Check a ``wait_for`` condition; return error strings (empty when valid).
 
     Forms: ``{"queue": NAME, "reserved_at_least" | "admitted_at_least" | "pending_at_least" |
-    "running_at_least": N}`` (devices for reserved and running, the latter held by Running pods; workloads for
-    the others) or ``{"all_finished": true, "workloads_at_least": N (optional)}``.
+    "running_at_least" | "started_at_least": N}`` (devices for reserved, running and started: running counts the
+    Running pods' devices, started those of Running and Succeeded pods, so that short Jobs that already finished
+    still count as having had their devices; workloads for the others) or ``{"all_finished": true,
+    "workloads_at_least": N (optional)}``.
     """
     if not isinstance(wait_for, dict) or not wait_for:
         return ["wait_for: give a mapping, for example {queue: team-b, reserved_at_least: 8}"]
@@ -291,6 +301,8 @@ def condition_met(info, wait_for):
         return queue["reserved"] >= wait_for["reserved_at_least"]
     if "running_at_least" in wait_for:
         return queue["pods_running"] >= wait_for["running_at_least"]
+    if "started_at_least" in wait_for:
+        return queue["pods_running"] + queue["pods_succeeded"] >= wait_for["started_at_least"]
     if "admitted_at_least" in wait_for:
         return queue["admitted_workloads"] >= wait_for["admitted_at_least"]
     return queue["pending_workloads"] >= wait_for["pending_at_least"]
@@ -298,15 +310,17 @@ def condition_met(info, wait_for):
 
 def sample(info, seconds, wall_time):
     """One point of a timeline: ``{"t": seconds since the wait began, "ts": wall_time (Unix seconds),
-    "queues": {name: {reserved, borrowed, pending, admitted, running, terminating}}}`` (running and
-    terminating: devices held by the queue's Running pods, when pods were read)."""
+    "queues": {name: {reserved, borrowed, pending, admitted, running, terminating, started}}}`` (running and
+    terminating: devices held by the queue's Running pods, started: those of its Running and Succeeded pods, when
+    pods were read)."""
     return {
         "t": round(seconds, 3),
         "ts": round(wall_time, 3),
         "queues": {
             name: {"reserved": q["reserved"], "borrowed": q["borrowed"],
                    "pending": q["pending_workloads"], "admitted": q["admitted_workloads"],
-                   "running": q["pods_running"], "terminating": q["pods_terminating"]}
+                   "running": q["pods_running"], "terminating": q["pods_terminating"],
+                   "started": q["pods_running"] + q["pods_succeeded"]}
             for name, q in sorted(info["queues"].items())
         },
     }
