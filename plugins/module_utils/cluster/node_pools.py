@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import apply_sharing
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
@@ -66,8 +67,7 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
         if not isinstance(pool, dict):
             errors.append("%s: must be a mapping with name, count, gpu_product, gpu_count, cpu, memory" % at)
             continue
-        for unknown in sorted(str(key) for key in pool if key not in FIELDS):
-            errors.append("%s.%s: unknown field; known fields are %s" % (at, unknown, ", ".join(FIELDS)))
+        errors.extend(unknown_field_errors(at, pool, FIELDS))
         name = pool.get("name")
         # Node names are <pool>-<index>: a DNS label with room for the suffix.
         if not is_dns_label(name) or len(name) > 50:
@@ -106,8 +106,7 @@ def node_pool_errors(pools, where="cluster_kwok_node_pools"):
 def _sharing_errors(sharing, at):
     if not isinstance(sharing, dict):
         return ["%s: give {strategy: time-slicing | mps, replicas: N}" % at]
-    errors = ["%s.%s: unknown field; known fields are strategy, replicas" % (at, key)
-              for key in sorted(str(k) for k in sharing if k not in ("strategy", "replicas"))]
+    errors = unknown_field_errors(at, sharing, ("strategy", "replicas"))
     if sharing.get("strategy") not in SHARING_STRATEGIES:
         errors.append("%s.strategy: %r is not one of %s" % (at, sharing.get("strategy"), ", ".join(SHARING_STRATEGIES)))
     if not is_whole_number(sharing.get("replicas")) or sharing["replicas"] < 2:

@@ -33,6 +33,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import NODE_LIFECYCLE_TAINT_PREFIX
 
 MAX_FLAVOR_TAINTS = 8  # ResourceFlavorSpec nodeTaints / tolerations MaxItems=8 (Kueue v0.19.2)
@@ -177,8 +178,7 @@ def flavor_settings_errors(settings, where="tenants_gpu_flavors"):
         if not isinstance(entry, dict):
             errors.append("%s: give a mapping with node_taints and/or tolerations" % at)
             continue
-        for unknown in sorted(str(k) for k in entry if k not in ("node_taints", "tolerations")):
-            errors.append("%s.%s: unknown field; known fields are node_taints, tolerations" % (at, unknown))
+        errors.extend(unknown_field_errors(at, entry, ("node_taints", "tolerations")))
         if "node_taints" in entry:
             errors.extend(taint_errors(entry["node_taints"], at + ".node_taints"))
             if isinstance(entry["node_taints"], list):

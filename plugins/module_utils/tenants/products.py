@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_whole_number
 
@@ -66,8 +67,7 @@ def product_errors(tenants, products_present=None):
             if not isinstance(entry, dict):
                 errors.append("%s: give a mapping with gpus (and optionally borrowing_limit, lending_limit)" % where)
                 continue
-            for unknown in sorted(str(k) for k in entry if k not in PRODUCT_FIELDS):
-                errors.append("%s.%s: unknown field; known fields are %s" % (where, unknown, ", ".join(PRODUCT_FIELDS)))
+            errors.extend(unknown_field_errors(where, entry, PRODUCT_FIELDS))
             gpus = entry.get("gpus")
             if not is_whole_number(gpus) or gpus < 0:
                 errors.append("%s.gpus: the guarantee must be a whole number of GPUs >= 0, got %r" % (where, gpus))

@@ -60,6 +60,7 @@ import numbers
 from decimal import Decimal
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, GPU_SHARED_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
@@ -308,8 +309,7 @@ def priority_class_errors(classes):
         if not isinstance(entry, dict):
             errors.append("%s: must be a mapping with name and value" % at)
             continue
-        for unknown in sorted(str(key) for key in entry if key not in ("name", "value", "description")):
-            errors.append("%s.%s: unknown field; known fields are name, value, description" % (at, unknown))
+        errors.extend(unknown_field_errors(at, entry, ("name", "value", "description")))
         name = entry.get("name")
         if not is_dns_label(name):
             errors.append("%s.name: %r is not a lower-case DNS label" % (at, name))
