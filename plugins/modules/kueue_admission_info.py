@@ -55,12 +55,16 @@ options:
     description:
       - Poll until Kueue's state meets this condition, recording a timeline, then report.
       - "C({queue: NAME, reserved_at_least: N}): the ClusterQueue holds at least N devices."
-      - "C({queue: NAME, admitted_at_least: N}) or C({queue: NAME, pending_at_least: N}): workload counts."
+      - "C({queue: NAME, admitted_at_least: N}) or C({queue: NAME, pending_at_least: N}): workload counts;
+        admitted counts the workloads admitted now or already finished (RV(queues.admitted_or_finished_workloads)),
+        so that a short Job done before the read still counts."
       - "C({queue: NAME, running_at_least: N}): the tenant's Running pods hold at least N devices (needs
         O(pods=true)): the guarantee in use, not only reserved."
       - "C({queue: NAME, started_at_least: N}): the tenant's Running and Succeeded pods have at least N devices
         (needs O(pods=true)): every device of the guarantee put to work, also when a short Job finished before the
         last one started."
+      - "Counts can be combined on one queue, for example C({queue: NAME, admitted_at_least: 16, pending_at_least: 2}):
+        all must hold on the same read."
       - "C({all_finished: true, workloads_at_least: N}): every reported Workload is Finished (and there are
         at least N)."
     type: dict
@@ -145,7 +149,13 @@ queues:
       type: int
       returned: always
     admitted_workloads:
-      description: Workloads admitted.
+      description: Workloads admitted now (the ClusterQueue's status; it drops as Jobs finish).
+      type: int
+      returned: always
+    admitted_or_finished_workloads:
+      description:
+        - Workloads admitted now or already finished, from the listed Workloads (a Kueue-managed Job runs only once
+          admitted); never below RV(queues.admitted_workloads). A count that only grows.
       type: int
       returned: always
     active:
@@ -179,6 +189,7 @@ queues:
       pending_workloads: 4
       reserving_workloads: 16
       admitted_workloads: 16
+      admitted_or_finished_workloads: 16
       active: true
       pods_running: 16
       pods_terminating: 0

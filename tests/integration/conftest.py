@@ -42,8 +42,15 @@ class PlaybookRun:
 
     def messages(self):
         """Every failure message of the run, one string."""
-        msgs = [str(host.get("msg", "")) for play in self.result.get("plays", []) for task in play["tasks"]
-                for host in task["hosts"].values() if host.get("failed")]
+        msgs = []
+        for play in self.result.get("plays", []):
+            for task in play["tasks"]:
+                for host in task["hosts"].values():
+                    if host.get("failed"):
+                        # A loop's failure says only "One or more items failed": name the items that did.
+                        msgs.append("%s: %s" % (task["task"]["name"], host.get("msg", "")))
+                        msgs.extend("  item %s: %s" % (item.get("item"), item.get("msg", ""))
+                                    for item in host.get("results") or [] if item.get("failed"))
         return "\n".join(msgs) + self.stderr + self.result.get("raw", "")
 
 

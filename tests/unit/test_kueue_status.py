@@ -126,6 +126,31 @@ def test_wait_conditions():
                                          "terminating": 0, "started": 0}
 
 
+def test_admitted_counts_finished_workloads_so_a_wait_cannot_miss_short_jobs():
+    # A ClusterQueue's status.admittedWorkloads drops as Jobs finish (a CI run's 10 s MIG Jobs were done before the
+    # second tenant's wait read it); a Kueue-managed Job runs only once admitted, so finished ones count.
+    workloads = [workload("w%d" % i, "team-b", "team-b-queue", conditions=[("Finished", "True", "")]) for i in range(3)]
+    workloads.append(workload("w3", "team-b", "team-b-queue", conditions=[("Admitted", "True", "")]))
+    workloads.append(workload("w4", "team-b", "team-b-queue"))
+    info = admission_info([cluster_queue("team-b", reserved=1, pending=1, admitted=1)], LQS, workloads)
+    queue = info["queues"]["team-b"]
+    assert (queue["admitted_workloads"], queue["admitted_or_finished_workloads"]) == (1, 4)
+    assert condition_met(info, {"queue": "team-b", "admitted_at_least": 4})
+    assert not condition_met(info, {"queue": "team-b", "admitted_at_least": 5})
+    # Without listed workloads the ClusterQueue's own count is all there is.
+    bare = admission_info([cluster_queue("team-b", admitted=2)], LQS, [])
+    assert bare["queues"]["team-b"]["admitted_or_finished_workloads"] == 2
+
+
+def test_several_counts_must_hold_on_one_read():
+    # "its guarantee admitted while its extra Jobs wait" is one observation, not two reads apart.
+    info = admission_info([cluster_queue("team-b", reserved=2, pending=2, admitted=2)], LQS, [])
+    assert condition_met(info, {"queue": "team-b", "admitted_at_least": 2, "pending_at_least": 2})
+    assert not condition_met(info, {"queue": "team-b", "admitted_at_least": 2, "pending_at_least": 3})
+    assert not condition_met(info, {"queue": "team-b", "admitted_at_least": 3, "pending_at_least": 2})
+    assert wait_for_errors({"queue": "team-b", "admitted_at_least": 2, "pending_at_least": 2}) == []
+
+
 def pod(namespace, phase="Running", gpus=1, deleting=False, init=(), overhead=None, containers=1):
     spec = {"containers": [{"name": "c%d" % i, "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}
                            for i in range(containers)]}
@@ -180,7 +205,8 @@ def test_pods_count_for_their_namespace_tenant_whether_kueue_admitted_them_or_no
 
 @pytest.mark.parametrize("wait_for, message", [
     ({}, "give a mapping"),
-    ({"queue": "a"}, "give exactly one of"),
+    ({"queue": "a"}, "give one or more of"),
+    ({"queue": "a", "admitted_at_least": 2, "pending_at_least": "x"}, "wait_for.pending_at_least: must be"),
     ({"reserved_at_least": 1}, "wait_for.queue"),
     ({"queue": "a", "reserved_at_least": -1}, "must be an integer >= 0"),
     ({"queue": "a", "reserved_at_least": 1, "colour": 1}, "wait_for.colour: unknown key"),

@@ -128,7 +128,8 @@ def test_pool_capacity_on_the_mig_path():
 
 def test_mig_scenario_judge():
     tenants = [{"name": t, "namespaces": [t], "gpu_resource": "nvidia.com/mig-2g.20gb"} for t in ("team-a", "team-b")]
-    admitted = {t["name"]: {"queues": {t["name"]: {"admitted_workloads": 2}}} for t in tenants}
+    admitted = {t["name"]: {"queues": {t["name"]: {"admitted_workloads": 2, "admitted_or_finished_workloads": 2}}}
+                for t in tenants}
     waiting = {"name": "job-fairgpu-val-mig-team-a-2", "job": "fairgpu-val-mig-team-a-2", "cluster_queue": "team-a",
                "state": "pending", "conditions": {"QuotaReserved": {"message": "insufficient unused quota"}}}
     pod = {"metadata": {"name": "p", "namespace": "team-a"}, "spec": {"nodeName": "n", "containers": [
@@ -147,6 +148,17 @@ def test_mig_scenario_judge():
     result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, admitted, {"workloads": [waiting]},
                         {"workloads": []}, pods, smi)
     assert not result["checks"][-1]["passed"], "two pods seeing one MIG device is a failure"
+    # Short Jobs: the second tenant's read came after its Jobs finished (a CI run) and, once a guaranteed Job
+    # finished, an extra Job started; both are still a pass.
+    done = {"team-a": admitted["team-a"],
+            "team-b": {"queues": {"team-b": {"admitted_workloads": 0, "admitted_or_finished_workloads": 2}}}}
+    extra = dict(pod, metadata={"name": "s", "namespace": "team-a"})
+    result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, done, {"workloads": [waiting]},
+                        {"workloads": []}, pods + [extra])
+    assert all(c["passed"] for c in result["checks"]), result["checks"]
+    result = mig_result(tenants, {"team-a": 2, "team-b": 2}, 1, done, {"workloads": [waiting]},
+                        {"workloads": []}, pods[:1] + pods[2:])
+    assert not result["checks"][1]["passed"], "fewer started pods than the guarantee is a failure"
 
 
 def test_the_nodes_own_profile_list_is_the_authority():

@@ -99,7 +99,9 @@ def queue_summary(cluster_queue, resource):
     """One ClusterQueue as a dict: ``name``, ``cohort``, ``weight`` (float), ``nominal``, ``borrowing_limit``,
     ``lending_limit`` (devices or None), ``reserved``, ``in_use``, ``borrowed`` (devices),
     ``weighted_share`` (int or None), ``pending_workloads``, ``reserving_workloads``, ``admitted_workloads``
-    (ints), ``active`` (bool); ``pods_running``, ``pods_terminating`` and ``pods_succeeded`` (devices of the
+    (ints, from the ClusterQueue's status), ``admitted_or_finished_workloads`` (here the same as
+    ``admitted_workloads``: ``admission_info`` counts finished workloads in when it lists them), ``active`` (bool);
+    ``pods_running``, ``pods_terminating`` and ``pods_succeeded`` (devices of the
     tenant's Running pods, and of its Succeeded ones, 0 here: ``admission_info`` fills them when it is given
     pods)."""
     spec = cluster_queue.get("spec") or {}
@@ -121,6 +123,7 @@ def queue_summary(cluster_queue, resource):
         "pending_workloads": status.get("pendingWorkloads", 0),
         "reserving_workloads": status.get("reservingWorkloads", 0),
         "admitted_workloads": status.get("admittedWorkloads", 0),
+        "admitted_or_finished_workloads": status.get("admittedWorkloads", 0),
         "active": active,
         "pods_running": 0,
         "pods_terminating": 0,
@@ -251,6 +254,11 @@ def admission_info(cluster_queues, local_queues, workloads, resource=GPU_RESOURC
         queues[queue]["pods_succeeded"] = held["succeeded"]
     summaries = [workload_summary(w, lq_map, resource) for w in workloads]
     summaries = [s for s in summaries if s["cluster_queue"] in queues]
+    for queue in queues.values():
+        # A ClusterQueue's admittedWorkloads drops as Jobs finish; a Kueue-managed Job runs only once admitted,
+        # so admitted + finished is a count that only grows (a wait on it cannot miss a short Job).
+        ran = sum(1 for s in summaries if s["cluster_queue"] == queue["name"] and s["state"] in ("admitted", "finished"))
+        queue["admitted_or_finished_workloads"] = max(queue["admitted_workloads"], ran)
     summaries.sort(key=lambda s: (s["namespace"] or "", s["created"] or "", s["name"] or ""))
     return {"queues": queues, "workloads": summaries}
 
@@ -262,9 +270,10 @@ def wait_for_errors(wait_for):
     """Check a ``wait_for`` condition; return error strings (empty when valid).
 
     Forms: ``{"queue": NAME, "reserved_at_least" | "admitted_at_least" | "pending_at_least" |
-    "running_at_least" | "started_at_least": N}`` (devices for reserved, running and started: running counts the
-    Running pods' devices, started those of Running and Succeeded pods, so that short Jobs that already finished
-    still count as having had their devices; workloads for the others) or ``{"all_finished": true,
+    "running_at_least" | "started_at_least": N, ...}``, one or more counts that must all hold on the same read
+    (devices for reserved, running and started: running counts the Running pods' devices, started those of Running
+    and Succeeded pods, so that short Jobs that already finished still count as having had their devices;
+    workloads for admitted, which counts finished workloads too, and pending) or ``{"all_finished": true,
     "workloads_at_least": N (optional)}``.
     """
     if not isinstance(wait_for, dict) or not wait_for:
@@ -276,12 +285,12 @@ def wait_for_errors(wait_for):
     errors = []
     if not wait_for.get("queue"):
         errors.append("wait_for.queue: name the ClusterQueue to wait for")
-    if len(keys) != 1:
-        errors.append("wait_for: give exactly one of %s (or all_finished: true)" % ", ".join(WAIT_KEYS))
-    else:
-        value = wait_for[keys[0]]
+    if not keys:
+        errors.append("wait_for: give one or more of %s (or all_finished: true)" % ", ".join(WAIT_KEYS))
+    for key in keys:
+        value = wait_for[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            errors.append("wait_for.%s: must be an integer >= 0, got %r" % (keys[0], value))
+            errors.append("wait_for.%s: must be an integer >= 0, got %r" % (key, value))
     extra = set(wait_for) - set(WAIT_KEYS) - {"queue"}
     if extra:
         errors.append("wait_for.%s: unknown key" % sorted(extra)[0])
@@ -297,15 +306,14 @@ def condition_met(info, wait_for):
     queue = info["queues"].get(wait_for["queue"])
     if queue is None:
         return False
-    if "reserved_at_least" in wait_for:
-        return queue["reserved"] >= wait_for["reserved_at_least"]
-    if "running_at_least" in wait_for:
-        return queue["pods_running"] >= wait_for["running_at_least"]
-    if "started_at_least" in wait_for:
-        return queue["pods_running"] + queue["pods_succeeded"] >= wait_for["started_at_least"]
-    if "admitted_at_least" in wait_for:
-        return queue["admitted_workloads"] >= wait_for["admitted_at_least"]
-    return queue["pending_workloads"] >= wait_for["pending_at_least"]
+    counts = {
+        "reserved_at_least": queue["reserved"],
+        "admitted_at_least": queue["admitted_or_finished_workloads"],
+        "pending_at_least": queue["pending_workloads"],
+        "running_at_least": queue["pods_running"],
+        "started_at_least": queue["pods_running"] + queue["pods_succeeded"],
+    }
+    return all(counts[key] >= wait_for[key] for key in WAIT_KEYS if key in wait_for)
 
 
 def sample(info, seconds, wall_time):
