@@ -46,6 +46,14 @@ options:
     type: list
     elements: str
     default: []
+  capacity:
+    description:
+      - The tenant plan's GPU capacity (C(tenants_plan.capacity), from C(cluster_capacity) in
+        C(plugins/module_utils/tenants/plan.py)). The report shows one row per GPU product and accelerator resource
+        with the installed, schedulable (cordoned and NotReady nodes left out) and guaranteed devices, the sharing,
+        and the nodes not counted.
+      - Omitted, the report has no capacity table.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -133,12 +141,14 @@ def main():
             tenants=dict(type="list", elements="dict", required=True),
             scenarios=dict(type="list", elements="dict", required=True),
             warnings=dict(type="list", elements="str", default=[]),
+            capacity=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     params = module.params
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    document = report_document(params["cluster"], params["tenants"], params["scenarios"], now, params["warnings"])
+    document = report_document(params["cluster"], params["tenants"], params["scenarios"], now, params["warnings"],
+                               params["capacity"])
     paths = {"json": os.path.join(params["path"], "report.json"), "markdown": os.path.join(params["path"], "report.md")}
     images = {}
     summary = ["%s: %s (%d checks)" % (s["name"], "passed" if all(c["passed"] for c in s["checks"]) else "FAILED",

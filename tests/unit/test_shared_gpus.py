@@ -107,8 +107,10 @@ def test_the_report_shows_replicas_and_physical_gpus():
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import report_document, report_markdown
 
     plan = tenant_plan([{"name": "team-a", "gpus": 2}], [node("ts-0")])
-    page = report_markdown(report_document("c", plan["tenants"], [], "now"), {})
+    page = report_markdown(report_document("c", plan["tenants"], [], "now", capacity=plan["capacity"]), {})
     assert "| 8 replicas = 2 physical GPUs (time-slicing x4) |" in page
+    # The capacity table counts as Kueue does (replicas) and names the sharing.
+    assert "| %s-SHARED | nvidia.com/gpu | 32 | 32 | 8 | time-slicing x4 | none |" % H100 in page
 
 
 POOL = {"name": "ts", "count": 1, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti",

@@ -21,6 +21,11 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import cluster_capacity, tenant_plan
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import (
+    capacity_rows,
+    report_document,
+    report_markdown,
+)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 with open(os.path.join(FIXTURES, "h100-single-all-disabled.json")) as _handle:
@@ -212,3 +217,16 @@ def test_a_short_product_warns_although_another_product_has_room():
         "nvidia.com/gpu on NVIDIA-H100-80GB-HBM3: the tenants are guaranteed 16 but the schedulable nodes offer 8 of "
         "the 16 installed; not counted: gpu-1 (cordoned). Kueue admits up to the guarantees and pods beyond what the "
         "nodes hold stay Pending until the nodes return (uncordon them or lower the guarantees)"]
+
+
+def test_the_report_shows_capacity_per_product_with_the_nodes_not_counted():
+    nodes = [h100("gpu-0", [GKE_GPU_TAINT]), h100("gpu-1", [GKE_GPU_TAINT, CORDON_TAINT], unschedulable=True)]
+    plan = tenant_plan(TEAMS, nodes)
+    rows = capacity_rows(plan["capacity"], plan["tenants"])
+    assert rows == [{"product": "NVIDIA-H100-80GB-HBM3", "resource": "nvidia.com/gpu", "installed": 16,
+                     "schedulable": 8, "guaranteed": 16, "sharing": None, "not_counted": ["gpu-1 (cordoned)"]}]
+    page = report_markdown(report_document("embedded", plan["tenants"], [], "t", plan["warnings"], plan["capacity"]),
+                           {})
+    assert "| NVIDIA-H100-80GB-HBM3 | nvidia.com/gpu | 16 | 8 | 16 | none | gpu-1 (cordoned) |" in page
+    assert capacity_rows(None, plan["tenants"]) == []
+    assert "Capacity per GPU product" not in report_markdown(report_document("x", plan["tenants"], [], "t"), {})

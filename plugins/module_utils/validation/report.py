@@ -20,11 +20,42 @@ def check(check, expected, observed, passed):
     return {"check": check, "expected": expected, "observed": observed, "passed": bool(passed)}
 
 
-def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
-    """The JSON report: ``{"cluster", "generated_at", "passed", "tenants": [...], "scenarios": [...],
-    "failed_checks": ["<scenario>: <check> (expected X, observed Y)"], "warnings": [str]}``. ``warnings``: the
-    tenant plan's (``tenants.plan.tenant_plan``), such as guarantees above what the schedulable nodes offer while
-    nodes are cordoned or NotReady; they do not fail the report."""
+def capacity_rows(capacity, tenants):
+    """The GPU capacity per product and accelerator resource, one row each: ``{"product", "resource",
+    "installed", "schedulable" (devices), "guaranteed" (devices the tenants are guaranteed on that product, as Kueue
+    counts them), "sharing" (e.g. ``"time-slicing x4"`` or None), "not_counted": ["<node> (<reason>)"]}``.
+    ``capacity``: ``tenants.plan.cluster_capacity`` output (None: no rows); ``tenants``: the normalised tenants,
+    whose ``products`` entries hold the per-product guarantees."""
+    if not capacity:
+        return []
+    guaranteed = {}
+    for tenant in tenants:
+        for entry in tenant.get("products") or []:
+            key = (entry["product"], tenant["gpu_resource"])
+            guaranteed[key] = guaranteed.get(key, 0) + entry["gpus"]
+    rows = []
+    for product, resources in sorted((capacity.get("products") or {}).items()):
+        shared = (capacity.get("sharing") or {}).get(product)
+        for resource, installed in sorted(resources.items()):
+            rows.append({
+                "product": product,
+                "resource": resource,
+                "installed": installed,
+                "schedulable": ((capacity.get("schedulable_products") or {}).get(product) or {}).get(resource, 0),
+                "guaranteed": guaranteed.get((product, resource), 0),
+                "sharing": "%s x%d" % (shared["strategy"], shared["replicas"]) if shared else None,
+                "not_counted": ["%s (%s)" % (u["name"], u["reason"]) for u in capacity.get("unavailable") or []
+                                if u["product"] == product and u["resources"].get(resource)],
+            })
+    return rows
+
+
+def report_document(cluster, tenants, scenarios, generated_at, warnings=None, capacity=None):
+    """The JSON report: ``{"cluster", "generated_at", "passed", "tenants": [...], "capacity": [capacity_rows],
+    "scenarios": [...], "failed_checks": ["<scenario>: <check> (expected X, observed Y)"], "warnings": [str]}``.
+    ``warnings``: the tenant plan's (``tenants.plan.tenant_plan``), such as guarantees above what the schedulable
+    nodes offer while nodes are cordoned or NotReady; they do not fail the report. ``capacity``: the plan's
+    ``cluster_capacity`` (None: the report has no capacity rows)."""
     failed = [
         "%s: %s (expected %s, observed %s)" % (s["name"], c["check"], _fmt(c["expected"]), _fmt(c["observed"]))
         for s in scenarios for c in s["checks"] if not c["passed"]
@@ -39,6 +70,7 @@ def report_document(cluster, tenants, scenarios, generated_at, warnings=None):
                 "products", "gpu_units")}
             for t in tenants
         ],
+        "capacity": capacity_rows(capacity, tenants),
         "scenarios": scenarios,
         "failed_checks": failed,
         "warnings": list(warnings or []),
@@ -94,6 +126,16 @@ def report_markdown(document, images):
             t["name"], ", ".join(t["namespaces"]), t["gpu_resource"], _guaranteed(t),
             "none" if t["borrowing_limit"] is None else t["borrowing_limit"],
             "all" if t["lending_limit"] is None else t["lending_limit"], t["max_gpus"], t["weight"]))
+    if document.get("capacity"):
+        lines += ["", "## Capacity per GPU product", "",
+                  "Installed counts every GPU node; schedulable leaves out cordoned and NotReady ones. Devices as "
+                  "Kueue counts them (a shared GPU's replicas).", "",
+                  "| product | resource | installed | schedulable | guaranteed | sharing | not counted |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in document["capacity"]:
+            lines.append("| %s | %s | %d | %d | %d | %s | %s |" % (
+                row["product"], row["resource"], row["installed"], row["schedulable"], row["guaranteed"],
+                row["sharing"] or "none", _cell(", ".join(row["not_counted"]) or "none")))
     if document.get("warnings"):
         lines += ["", "## Warnings", ""] + ["- " + w for w in document["warnings"]]
     for scenario in document["scenarios"]:
