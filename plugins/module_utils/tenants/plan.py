@@ -111,22 +111,34 @@ def _replicas(labels):
         return 1
 
 
+def guarantees_by_product(tenants):
+    """``{(gpu product, accelerator resource): devices}`` the normalised ``tenants`` are guaranteed (their
+    ``products`` entries, as Kueue counts them)."""
+    guaranteed = {}
+    for tenant in tenants:
+        for entry in tenant.get("products") or []:
+            key = (entry["product"], tenant["gpu_resource"])
+            guaranteed[key] = guaranteed.get(key, 0) + entry["gpus"]
+    return guaranteed
+
+
+def not_counted(capacity, product, resource):
+    """The cordoned or NotReady nodes of ``product`` that offer ``resource``, as ``"<node> (<reason>)"``
+    (``cluster_capacity`` output)."""
+    return ["%s (%s)" % (u["name"], u["reason"]) for u in capacity.get("unavailable") or []
+            if u["product"] == product and u["resources"].get(resource)]
+
+
 def capacity_warnings(tenants, capacity):
     """Warnings (strings) for each GPU product and accelerator resource whose guarantees (the ``products`` entries
     of the normalised ``tenants``) exceed what that product's schedulable nodes offer, naming the nodes left out:
     Kueue admits up to the guarantees, and the pods of what the nodes cannot hold stay Pending while holding the
     tenant's quota. Per product, since a flavor's quota is only good on its own product's nodes."""
-    asked = {}
-    for tenant in tenants:
-        for entry in tenant.get("products") or []:
-            key = (entry["product"], tenant["gpu_resource"])
-            asked[key] = asked.get(key, 0) + entry["gpus"]
     warnings = []
-    for (product, resource), guaranteed in sorted(asked.items()):
+    for (product, resource), guaranteed in sorted(guarantees_by_product(tenants).items()):
         offered = (capacity["schedulable_products"].get(product) or {}).get(resource, 0)
         if guaranteed > offered:
-            left_out = ["%s (%s)" % (u["name"], u["reason"]) for u in capacity["unavailable"]
-                        if u["product"] == product and u["resources"].get(resource)]
+            left_out = not_counted(capacity, product, resource)
             warnings.append(
                 "%s on %s: the tenants are guaranteed %d but the schedulable nodes offer %d of the %d installed; "
                 "not counted: %s. Kueue admits up to the guarantees and pods beyond what the nodes hold stay Pending "

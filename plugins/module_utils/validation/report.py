@@ -14,6 +14,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import guarantees_by_product, not_counted
+
 
 def check(check, expected, observed, passed):
     """One row of the report: what was checked, what was expected, what was observed and whether it passed."""
@@ -28,11 +30,7 @@ def capacity_rows(capacity, tenants):
     whose ``products`` entries hold the per-product guarantees."""
     if not capacity:
         return []
-    guaranteed = {}
-    for tenant in tenants:
-        for entry in tenant.get("products") or []:
-            key = (entry["product"], tenant["gpu_resource"])
-            guaranteed[key] = guaranteed.get(key, 0) + entry["gpus"]
+    guaranteed = guarantees_by_product(tenants)
     rows = []
     for product, resources in sorted((capacity.get("products") or {}).items()):
         shared = (capacity.get("sharing") or {}).get(product)
@@ -44,8 +42,7 @@ def capacity_rows(capacity, tenants):
                 "schedulable": ((capacity.get("schedulable_products") or {}).get(product) or {}).get(resource, 0),
                 "guaranteed": guaranteed.get((product, resource), 0),
                 "sharing": "%s x%d" % (shared["strategy"], shared["replicas"]) if shared else None,
-                "not_counted": ["%s (%s)" % (u["name"], u["reason"]) for u in capacity.get("unavailable") or []
-                                if u["product"] == product and u["resources"].get(resource)],
+                "not_counted": not_counted(capacity, product, resource),
             })
     return rows
 
