@@ -209,6 +209,26 @@ def test_mig_instances_are_devices_of_their_own():
     assert slice_rows[0][1]["GPU_I_PROFILE"] == "2g.20gb" and slice_rows[0][1]["GPU_I_ID"] == str(instances[0]["gi_id"])
 
 
+def test_under_the_single_strategy_a_pod_asking_for_nvidia_com_gpu_gets_a_mig_device():
+    """Under mig.strategy=single the device plugin advertises each MIG device as nvidia.com/gpu
+    (k8s-device-plugin v0.20.0 internal/rm/rm.go): a pod asking for nvidia.com/gpu holds a GPU instance, and
+    DCGM still labels it with its profile (the exporter reads the node's GFD label nvidia.com/mig.strategy)."""
+    single = node(count=1)
+    single["metadata"]["annotations"]["fairgpu.io/simulated-mig-layout"] = json.dumps([{"1g.10gb": 7}])
+    single["metadata"]["labels"] = {"nvidia.com/mig.strategy": "single"}
+    devices = {"gpu-node-0": dcgm_sim.node_devices(single)}
+    assert {d["resource"] for d in devices["gpu-node-0"]} == {"nvidia.com/gpu"} and len(devices["gpu-node-0"]) == 7
+    held = dcgm_sim.live_gpu_pods([pod("a", gpus=2)], {"gpu-node-0"})
+    assignment, unplaced = dcgm_sim.assign({}, devices, held)
+    assert unplaced == [] and len(assignment["uid-a"]) == 2
+    rows = dcgm_sim.samples(devices, assignment, held)
+    assert {dict(labels)["GPU_I_PROFILE"] for name, labels, _value in rows if dict(labels)["pod"] == "a"} == {"1g.10gb"}
+    # The same node under mixed: nvidia.com/gpu finds no device (the GPU is all MIG), the MIG resource does.
+    single["metadata"]["labels"]["nvidia.com/mig.strategy"] = "mixed"
+    devices = {"gpu-node-0": dcgm_sim.node_devices(single)}
+    assert dcgm_sim.assign({}, devices, held)[1] == ["team-a/a"]
+
+
 def test_a_node_without_profiling_publishes_gpu_util_and_no_prof_fields():
     """Field reports: dcgm-exporter skips DCGM_FI_PROF_GR_ENGINE_ACTIVE on GPUs without profiling support or without
     DCGM's profiling module (NVIDIA/dcgm-exporter#395, #439, #707); GPU_UTIL stays on whole GPUs, MIG instances then

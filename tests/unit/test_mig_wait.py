@@ -4,6 +4,7 @@ the simulated MIG manager's script (plugins/module_utils/simulated/mig_manager.p
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -19,6 +20,7 @@ DOC = mig_nodes.config_document(layouts={
     "copy-of-default": [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 2}}],
 })
 STATE, CONFIG = "nvidia.com/mig.config.state", "nvidia.com/mig.config"
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
 
 def play(node, steps):
@@ -181,3 +183,118 @@ def test_the_manager_publishes_what_the_device_plugin_and_gfd_would():
     assert mig_manager.node_delay({"metadata": {"annotations": {mig_manager.DELAY_ANNOTATION: "0.5"}}}, 2) == 0.5
     assert mig_manager.node_delay({"metadata": {"annotations": {mig_manager.DELAY_ANNOTATION: "x"}}}, 2) == 2
     assert mig_manager.reconfigure(node, None, "mixed", 1)[0] == "stale-failed"
+
+
+# Real GPU nodes carry no simulated annotations: the wait and the result check count GPUs and read profiles from
+# what the node and its own nvidia-smi report (issue 13, items 1 and 6).
+SINGLE_1G = {"version": "v1", "mig-configs": {
+    "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+    "all-2g.20gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 3}}]}}
+
+
+def real_node(labels, allocatable):
+    return {"metadata": {"name": "gpu-node-0", "labels": dict(labels), "annotations": {}},
+            "status": {"capacity": dict(allocatable), "allocatable": dict(allocatable)}}
+
+
+def real_single_node():
+    """The real H100 80GB HBM3 node under mig.strategy=single with all-disabled (GPU Operator labels,
+    tests/unit/fixtures/h100-single-all-disabled.json): 1 GPU."""
+    with open(FIXTURES + "/h100-single-all-disabled.json") as handle:
+        return real_node(json.load(handle), {"nvidia.com/gpu": "1"})
+
+
+def after_single(node, config, profile, count):
+    """``node`` once the MIG manager applied ``config`` under single: GFD overwrites nvidia.com/gpu.{product,count,
+    memory,...} to describe one MIG device (gfd_mig_labels cites k8s-device-plugin v0.20.0
+    internal/lm/mig-strategy.go) and the device plugin advertises the MIG devices as nvidia.com/gpu."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+
+    node = copy.deepcopy(node)
+    node["metadata"]["labels"].update(mig_layout.gfd_mig_labels(H100, 1, [{profile: count}], "single", config))
+    node["status"]["allocatable"]["nvidia.com/gpu"] = str(count)
+    return node
+
+
+def test_single_strategy_on_a_real_h100_ends_with_the_mig_devices_counted_as_gpus():
+    from test_nvidia_smi import fixture
+
+    before = real_single_node()
+    stale = relabel(before, "all-1g.10gb")
+    status, message = mig_wait.node_progress(SINGLE_1G, "all-1g.10gb", stale, "single", before)
+    assert status == "waiting" and "advertises nvidia.com/gpu 1, expected 7" in message
+    after = after_single(stale, "all-1g.10gb", "1g.10gb", 7)
+    assert after["metadata"]["labels"]["nvidia.com/gpu.count"] == "7", "GFD counts the MIG devices now"
+    # GFD's count of 7 is not 7 GPUs: the count comes from the node before its label changed, or from its -L
+    # (NVIDIA's published -L of this very case); taking 7 GPUs would wait for 49 devices until the timeout.
+    assert mig_wait.node_progress(SINGLE_1G, "all-1g.10gb", after, "single", before)[0] == "ready"
+    listed = {"-L": fixture("L-h100-80gb-single-all-1g.10gb.txt")}
+    assert mig_wait.node_progress(SINGLE_1G, "all-1g.10gb", after, "single", after, listed)[0] == "ready"
+    assert mig_nodes.node_result_errors(SINGLE_1G, "all-1g.10gb", [after], "single", [before]) == []
+    # A second run: before and after both count MIG devices and no -L answered. The GPU count is unknown, so the
+    # product label is what tells the layout apart.
+    assert mig_nodes.physical_gpus(after, None, after) == (H100, None)
+    assert mig_wait.progress([after], SINGLE_1G, "all-1g.10gb", "single", [after])["ready"] == ["gpu-node-0"]
+
+
+def test_single_strategy_stale_success_of_another_profile_is_waited_out():
+    partitioned_1g = after_single(relabel(real_single_node(), "all-1g.10gb"), "all-1g.10gb", "1g.10gb", 7)
+    stale = relabel(partitioned_1g, "all-2g.20gb")
+    status, message = mig_wait.node_progress(SINGLE_1G, "all-2g.20gb", stale, "single", partitioned_1g)
+    assert status == "waiting"
+    assert ("label nvidia.com/gpu.product is NVIDIA-H100-80GB-HBM3-MIG-1g.10gb, expected "
+            "NVIDIA-H100-80GB-HBM3-MIG-2g.20gb") in message
+    done = after_single(stale, "all-2g.20gb", "2g.20gb", 3)
+    assert mig_wait.node_progress(SINGLE_1G, "all-2g.20gb", done, "single", partitioned_1g)[0] == "ready"
+
+
+def test_a_model_outside_the_catalogue_is_waited_for_from_its_own_report():
+    """test_mig_config's FUTURE model (a real R570 -lgip and the MIG User Guide's -lgipp under a name the built-in
+    catalogue lacks): the wait's resource and label checks use the node's report, not the catalogue."""
+    from test_mig_config import FUTURE
+    from test_nvidia_smi_full import LGIP, LGIPP
+
+    layout = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": {"3g.40gb": 1, "1g.10gb": 3}}]}}
+    before = real_node({"nvidia.com/gpu.product": FUTURE, "nvidia.com/gpu.count": "1", CONFIG: "all-disabled",
+                        STATE: "success", "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "1"})
+    report = {"mig -lgip": LGIP, "mig -lgipp": LGIPP}
+    after = relabel(before, "x")
+    after["status"]["allocatable"] = {"nvidia.com/gpu": "0", "nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-1g.10gb": "3"}
+    status, message = mig_wait.node_progress(layout, "x", after, "mixed", before, report)
+    assert status == "waiting" and "label nvidia.com/mig-1g.10gb.count is None, expected 3" in message
+    after["metadata"]["labels"].update({"nvidia.com/mig-3g.40gb.count": "1", "nvidia.com/mig-1g.10gb.count": "3"})
+    assert mig_wait.node_progress(layout, "x", after, "mixed", before, report)[0] == "ready"
+    assert mig_wait.progress([after], layout, "x", "mixed", [before], {"gpu-node-0": report})["done"]
+    assert mig_nodes.node_result_errors(layout, "x", [after], "mixed", [before], {"gpu-node-0": report}) == []
+    # Without the report the model is known nowhere: the wait says so instead of passing.
+    status, message = mig_wait.node_progress(layout, "x", after, "mixed", before)
+    assert status == "waiting" and FUTURE in message
+
+
+def test_a_real_b200_is_checked_and_waited_for_from_its_own_report():
+    """NVIDIA B200, which the built-in catalogue lacks: its real -lgip (gpu-operator#1242, the first four
+    profiles). The capture has no -lgipp, so the check asks for it; the MIG User Guide's 7-slice -lgipp stands in
+    for it here (an assumption of this test, not a capture), after which the node's report decides fit, resource
+    names and the wait. The excerpt lacks 7g.180gb: the GPU's 7 compute slices come from 1g.23gb's 7/7."""
+    from test_nvidia_smi import fixture
+    from test_nvidia_smi_full import LGIPP
+
+    lgip = fixture("mig-lgip-b200-excerpt.txt")
+    layout = {"version": "v1", "mig-configs": {
+        "b200-mix": [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.45gb": 3, "1g.23gb": 1}}],
+        "too-much-memory": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.45gb": 4, "1g.23gb": 1}}]}}
+    before = real_node({"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.count": "8", CONFIG: "all-disabled",
+                        STATE: "success", "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "8"})
+    (error,) = mig_nodes.node_errors(layout, "b200-mix", [before], "mixed", {}, {"gpu-node-0": {"mig -lgip": lgip}})
+    assert error.startswith("node gpu-node-0 (8 x NVIDIA-B200): ") and "no nvidia-smi mig -lgipp output" in error
+    report = {"mig -lgip": lgip, "mig -lgipp": LGIPP}
+    assert mig_nodes.node_errors(layout, "b200-mix", [before], "mixed", {}, {"gpu-node-0": report}) == []
+    (error,) = mig_nodes.node_errors(layout, "too-much-memory", [before], "mixed", {}, {"gpu-node-0": report})
+    assert "cannot be placed on the 8 memory slices" in error
+    after = relabel(before, "b200-mix")
+    after["status"]["allocatable"] = {"nvidia.com/gpu": "0", "nvidia.com/mig-2g.45gb": "24", "nvidia.com/mig-1g.23gb": "8"}
+    after["metadata"]["labels"].update({"nvidia.com/mig-2g.45gb.count": "24", "nvidia.com/mig-1g.23gb.count": "8"})
+    assert mig_wait.node_progress(layout, "b200-mix", after, "mixed", before, report)[0] == "ready"
+    status, message = mig_wait.node_progress(layout, "b200-mix", relabel(before, "b200-mix"), "mixed", before, report)
+    assert status == "waiting" and "advertises nvidia.com/mig-2g.45gb None, expected 24" in message

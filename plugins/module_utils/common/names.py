@@ -23,6 +23,8 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# The GPU Operator's mig.strategy as GFD publishes it (none | single | mixed; absent under none).
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 # GPU sharing (time-slicing, MPS): GFD writes the replicas and the strategy (time-slicing | mps | none) and, unless the
 # device plugin renames the resource, adds -SHARED to the product; with renameByDefault the resource is
 # nvidia.com/gpu.shared and the product keeps its name (NVIDIA GPU Operator docs, "GPU sharing"; k8s-device-plugin

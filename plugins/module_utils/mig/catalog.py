@@ -18,6 +18,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     GPU_PRODUCT_LABEL,
     GPU_REPLICAS_LABEL,
     GPU_SHARING_STRATEGY_LABEL,
+    MIG_STRATEGY_LABEL,
 )
 
 # product label value -> facts GFD reports for one GPU of that model.
@@ -83,5 +84,5 @@ def gfd_labels(product, count, mig_strategy="single", memory_mib=None):
         "nvidia.com/mig.capable": "true" if model["mig_capable"] else "false",
     }
     if mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = mig_strategy
+        labels[MIG_STRATEGY_LABEL] = mig_strategy
     return labels

@@ -206,7 +206,11 @@ def catalogue_from_lgip(profiles, product, placements=None, device_memory_mib=No
         base = MIG_MODELS[product]
     elif placed:
         base = {"product": product, "name": None, "pci_device_id": None,
-                "compute_slices": max(compute_slices(row["profile"]) or 0 for row in rows),
+                # A profile's Total is the most instances of it the GPU holds, so G x Total never exceeds the
+                # GPU's compute slices and reaches them at the 1g profile (MIG User Guide, supported profiles):
+                # an -lgip excerpt without the full-GPU profile still counts them.
+                "compute_slices": max((compute_slices(row["profile"]) or 0) * max(1, row["instances_total"])
+                                      for row in rows),
                 "memory_slices": max(max(row["starts"]) + row["size"] for row in placed.values()), "profiles": {}}
     else:
         raise MigLayoutError("%s is not in the built-in MIG catalogue (%s) and no nvidia-smi mig -lgipp output was "

@@ -18,7 +18,12 @@ import json
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, MANAGED_BY
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
+    MANAGED_BY,
+    MIG_RESOURCE_PREFIX,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
     ANNOTATION_PREFIX,
     MIG_STATE_LABEL as STATE_LABEL,
@@ -85,7 +90,7 @@ def node_catalogue(node, product, report=None):
     return mig_layout.catalogue_from_lgip(profiles, product, placements or None)
 
 
-def _node_report(node_name, lgip, reports):
+def node_report(node_name, lgip, reports):
     """What the caller knows of one node: its discovered outputs (``reports``), the user's ``mig -lgip`` over
     them (``lgip``); None when neither has the node (then ``node_catalogue`` reads the simulated annotation)."""
     report = dict((reports or {}).get(node_name) or {})
@@ -108,7 +113,7 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
     errors = []
     for node in nodes:
         node_name = node["metadata"]["name"]
-        report = _node_report(node_name, lgip, reports)
+        report = node_report(node_name, lgip, reports)
         product, count = node_gpus(node)  # GFD's figures, named in a message when the report cannot be used
         try:
             product, count = node_gpus(node, report)
@@ -137,7 +142,7 @@ def node_warnings(document, name, nodes, strategy, lgip=None, reports=None):
         return []
     found = {}
     for node in nodes or []:
-        report = _node_report(node["metadata"]["name"], lgip, reports)
+        report = node_report(node["metadata"]["name"], lgip, reports)
         try:
             product, count = node_gpus(node, report)
             catalogue = node_catalogue(node, product, report)
@@ -153,16 +158,68 @@ def node_warnings(document, name, nodes, strategy, lgip=None, reports=None):
             % (name, ", ".join(sorted(set(names))), problem) for problem, names in sorted(found.items())]
 
 
-def expected_resources(document, name, node, strategy):
-    """``{resource: count}`` the device plugin advertises on ``node`` once config ``name`` is applied."""
-    product, count = node_gpus(node)
-    layout = mig_layout.applied_layout(document, name, product, count)
-    return mig_layout.device_plugin_resources(product, count, layout, strategy)
+def _counts_mig_devices(node):
+    """True when GFD's ``nvidia.com/gpu.count`` on ``node`` counts MIG devices, not GPUs: under ``single`` with
+    MIG active GFD labels the product ``<model>-MIG-<profile>`` (or ``-MIG-INVALID``) and overwrites the count
+    (k8s-device-plugin v0.20.0 internal/lm/mig-strategy.go)."""
+    return "-MIG-" in (((node or {}).get("metadata") or {}).get("labels") or {}).get(GPU_PRODUCT_LABEL, "")
 
 
-def node_result_errors(document, name, nodes, strategy):
+def physical_gpus(node, report=None, before=None):
+    """``(product, GPU count or None)`` of ``node`` after the MIG manager has worked, from the first source that
+    counts physical GPUs: the node's ``-L`` in ``report`` or its simulated hardware annotations
+    (``node_gpus``); else GFD's ``nvidia.com/gpu.count`` on ``before`` (the node as read before its label
+    changed) or on ``node``, whichever does not count MIG devices (``_counts_mig_devices``). None when none
+    does: ``single`` with MIG active before and after, and no ``-L``."""
+    product, count = node_gpus(node, report)
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if (report and report.get("-L")) or ANNOTATION_PREFIX + "product" in annotations:
+        return product, count
+    for basis in (before, node):
+        if basis is not None and not _counts_mig_devices(basis):
+            return product, node_gpus(basis)[1]
+    return product, None
+
+
+def expected_resources(document, name, node, strategy, report=None, before=None):
+    """``{resource: count}`` the device plugin advertises on ``node`` once config ``name`` is applied; the GPU
+    count from ``physical_gpus`` and the profiles from the node's own ``report`` where it has one
+    (``node_catalogue``), else the built-in catalogue. None when the GPU count is unknown (``physical_gpus``).
+    Raises MigLayoutError for a layout that does not fit or a model known nowhere, NvidiaSmiParseError for a
+    report of another format."""
+    product, count = physical_gpus(node, report, before)
+    if count is None:
+        return None
+    catalogue = node_catalogue(node, product, report)
+    layout = mig_layout.applied_layout(document, name, product, count, catalogue)
+    return mig_layout.device_plugin_resources(product, count, layout, strategy, catalogue)
+
+
+def _single_product_errors(document, name, node, strategy, report):
+    """When the GPU count is unknown (``physical_gpus``): GFD's product label must name the layout's one profile
+    (``<model>-MIG-<resource without nvidia.com/mig->``, internal/lm/mig-strategy.go). GFD's count bounds the
+    GPU indices the layout is read for."""
+    product, count = node_gpus(node, report)
+    catalogue = node_catalogue(node, product, report)
+    layout = mig_layout.applied_layout(document, name, product, count, catalogue)
+    profiles = set(profile for gpu in layout if gpu for profile in gpu)
+    if strategy != "single" or len(profiles) != 1:
+        return []
+    wanted = "%s-MIG-%s" % (product, mig_layout.profile_resource(profiles.pop(), product, catalogue)[
+        len(MIG_RESOURCE_PREFIX):])
+    have = node["metadata"].get("labels", {}).get(GPU_PRODUCT_LABEL)
+    if have != wanted:
+        return ["node %s: label %s is %s, expected %s" % (node["metadata"]["name"], GPU_PRODUCT_LABEL, have, wanted)]
+    return []
+
+
+def node_result_errors(document, name, nodes, strategy, before=None, reports=None, lgip=None):
     """After the MIG manager: each node must be in state ``success``, advertise the expected resources and not
-    be labelled ``<model>-MIG-INVALID``. Returns one message per problem; [] when every node is as expected."""
+    be labelled ``<model>-MIG-INVALID``. ``before``: the nodes as read before their label changed; ``reports``
+    and ``lgip``: the nodes' own nvidia-smi outputs as for ``node_errors``. Where a node's GPU count is unknown
+    (``physical_gpus``) its product label is checked instead of its resource counts. Returns one message per
+    problem; [] when every node is as expected."""
+    earlier = dict((n["metadata"]["name"], n) for n in before or [])
     errors = []
     for node in nodes:
         node_name = node["metadata"]["name"]
@@ -174,8 +231,13 @@ def node_result_errors(document, name, nodes, strategy):
         if labels.get(GPU_PRODUCT_LABEL, "").endswith("-MIG-INVALID"):
             errors.append("node %s: GPU feature discovery labels it %s: the layout does not suit the %s strategy "
                           "(one profile on every GPU)" % (node_name, labels[GPU_PRODUCT_LABEL], strategy))
+        report = node_report(node_name, lgip, reports)
+        expected = expected_resources(document, name, node, strategy, report, earlier.get(node_name))
+        if expected is None:
+            errors.extend(_single_product_errors(document, name, node, strategy, report))
+            continue
         allocatable = (node.get("status") or {}).get("allocatable") or {}
-        for resource, count in sorted(expected_resources(document, name, node, strategy).items()):
+        for resource, count in sorted(expected.items()):
             have = allocatable.get(resource)
             if have is None or int(have) != count:
                 errors.append("node %s: advertises %s %s, expected %d" % (node_name, resource, have, count))

@@ -32,6 +32,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 
 READY, FAILED, WAITING = "ready", "failed", "waiting"
@@ -41,25 +42,27 @@ def _labels(node):
     return ((node or {}).get("metadata") or {}).get("labels") or {}
 
 
-def _label_errors(document, name, node, strategy):
-    """GFD's per-profile count labels (``nvidia.com/mig-<profile>.count``, mixed strategy) against the layout."""
+def _label_errors(document, name, node, strategy, report=None, before=None):
+    """GFD's per-profile count labels (``nvidia.com/mig-<profile>.count``, mixed strategy) against the layout: each
+    equals the device plugin's count of that resource (k8s-device-plugin v0.20.0 internal/lm/mig-strategy.go
+    counts the MIG devices per resource), so it is read from ``nodes.expected_resources`` with the node's own
+    report, and needs no catalogue entry for the model."""
     if strategy != "mixed":
         return []
     labels = _labels(node)
-    product, count = mig_nodes.node_gpus(node)
-    try:
-        layout = mig_layout.applied_layout(document, name, product, count)
-        wanted = mig_layout.gfd_mig_labels(product, count, layout, strategy)
-    except mig_layout.MigLayoutError as exc:
-        return ["node %s: %s" % (node["metadata"]["name"], exc)]
+    expected = mig_nodes.expected_resources(document, name, node, strategy, report, before) or {}
+    wanted = dict((resource + ".count", str(count)) for resource, count in expected.items()
+                  if resource.startswith(MIG_RESOURCE_PREFIX) and count)
     keys = sorted(set(k for k in list(wanted) + list(labels) if k.startswith(MIG_RESOURCE_PREFIX) and k.endswith(".count")))
     return ["node %s: label %s is %s, expected %s" % (node["metadata"]["name"], key, labels.get(key), wanted.get(key))
             for key in keys if labels.get(key) != wanted.get(key)]
 
 
-def node_progress(document, name, node, strategy, before=None):
+def node_progress(document, name, node, strategy, before=None, report=None):
     """``(status, message)`` of one node: ``ready``, ``failed`` or ``waiting`` (see the module's docstring).
-    ``before``: the same node as read before fairgpu set its label (None when unknown)."""
+    ``before``: the same node as read before fairgpu set its label (None when unknown); ``report``: its own
+    nvidia-smi outputs (``{"-L": ..., "mig -lgip": ..., "mig -lgipp": ...}``, the role's discovery), which count
+    its GPUs and give its profiles (``nodes.physical_gpus``, ``nodes.node_catalogue``)."""
     node_name = node["metadata"]["name"]
     labels, previous = _labels(node), _labels(before)
     selected, state = labels.get(MIG_CONFIG_LABEL), labels.get(MIG_STATE_LABEL)
@@ -76,9 +79,11 @@ def node_progress(document, name, node, strategy, before=None):
                         % (node_name, name, MIG_STATE_LABEL))
     if state == "success":
         try:
-            problems = mig_nodes.node_result_errors(document, name, [node], strategy) or _label_errors(
-                document, name, node, strategy)
-        except mig_layout.MigLayoutError as exc:
+            reports = {node_name: report} if report else None
+            problems = mig_nodes.node_result_errors(document, name, [node], strategy, [before] if before else None,
+                                                    reports) or _label_errors(document, name, node, strategy,
+                                                                              report, before)
+        except (mig_layout.MigLayoutError, nvidia_smi.NvidiaSmiParseError) as exc:
             problems = ["node %s: %s" % (node_name, exc)]
         if not problems:
             return READY, "node %s: %s applied" % (node_name, name)
@@ -95,13 +100,16 @@ def node_progress(document, name, node, strategy, before=None):
                      % (node_name, MIG_STATE_LABEL, state))
 
 
-def progress(nodes, document, name, strategy, before=None):
+def progress(nodes, document, name, strategy, before=None, reports=None, lgip=None):
     """The wait's view of all ``nodes``: ``{"done": no node waiting, "ready": [node names], "failed": [messages],
-    "waiting": [messages]}``. ``before``: the nodes as read before labelling (a list of Node dicts)."""
+    "waiting": [messages]}``. ``before``: the nodes as read before labelling (a list of Node dicts);
+    ``reports`` and ``lgip``: the nodes' own nvidia-smi outputs as for ``nodes.node_errors``."""
     earlier = dict((n["metadata"]["name"], n) for n in before or [])
     result = {"ready": [], "failed": [], "waiting": []}
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-        status, message = node_progress(document, name, node, strategy, earlier.get(node["metadata"]["name"]))
+        node_name = node["metadata"]["name"]
+        status, message = node_progress(document, name, node, strategy, earlier.get(node_name),
+                                        mig_nodes.node_report(node_name, lgip, reports))
         if status == READY:
             result["ready"].append(node["metadata"]["name"])
         else:

@@ -47,7 +47,11 @@ __metaclass__ = type
 import json
 import uuid
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    MIG_STRATEGY_LABEL,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import LAYOUT_ANNOTATION
@@ -86,7 +90,9 @@ def node_devices(node):
     "resource", "uuid", "model_name", "memory_mib", "profiling"}]`` (``profiling``: False when the node's
     ``fairgpu.io/simulated-dcgm-profiling`` annotation is "false") plus ``mig_profile`` and ``gi_id`` for a GPU instance;
     ``[]`` for a node without the annotations. ``key`` tells devices of one node apart (the GPU index, or
-    ``"<gpu>/<gi>"``); ``resource`` is what a pod asks for to get it. UUIDs and GPU instance IDs are the
+    ``"<gpu>/<gi>"``); ``resource`` is what a pod asks for to get it: a GPU instance's ``nvidia.com/mig-<profile>``
+    under GFD's ``nvidia.com/mig.strategy`` label ``mixed``, ``nvidia.com/gpu`` under ``single`` (the device
+    plugin then advertises MIG devices as ``nvidia.com/gpu``: k8s-device-plugin v0.20.0 internal/rm/rm.go). UUIDs and GPU instance IDs are the
     simulated nvidia-smi's. Raises DcgmSimError for a bad count, memory or layout annotation or an unknown
     product."""
     meta = node.get("metadata") or {}
@@ -106,6 +112,7 @@ def node_devices(node):
         gpus = simulated_gpus(meta["name"], product, count, json.loads(annotations.get(LAYOUT_ANNOTATION) or "null"))
     except (ValueError, mig_layout.MigLayoutError) as exc:
         raise DcgmSimError("node %s: %s: %s" % (meta.get("name"), LAYOUT_ANNOTATION, exc))
+    single = (meta.get("labels") or {}).get(MIG_STRATEGY_LABEL) == "single"
     devices = []
     for gpu in gpus:
         whole = {"node": meta["name"], "gpu": gpu["index"], "key": gpu["index"], "resource": GPU_RESOURCE,
@@ -116,7 +123,7 @@ def node_devices(node):
             devices.append(whole)
         for instance in gpu["gpu_instances"]:
             devices.append(dict(whole, key="%d/%d" % (gpu["index"], instance["id"]),
-                                resource=mig_layout.mig_resource(instance["profile"]),
+                                resource=GPU_RESOURCE if single else mig_layout.mig_resource(instance["profile"]),
                                 memory_mib=mig_layout.profile_memory_mib(product, instance["profile"]),
                                 mig_profile=instance["profile"], gi_id=instance["id"]))
     return devices

@@ -33,6 +33,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     GPU_RESOURCE,
     GPU_SHARING_STRATEGY_LABEL,
     MIG_RESOURCE_PREFIX,
+    MIG_STRATEGY_LABEL,
     SHARED_PRODUCT_SUFFIX,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
@@ -104,7 +105,7 @@ def apply_sharing(labels, resources, sharing):
 def owned_label(name):
     """True for the labels GFD and the MIG manager own (``nvidia.com/mig.config`` is the user's choice)."""
     return (name.startswith((GPU_RESOURCE + ".", MIG_RESOURCE_PREFIX)) or
-            name in ("nvidia.com/mig.strategy", "nvidia.com/mig.capable", MIG_STATE_LABEL))
+            name in (MIG_STRATEGY_LABEL, "nvidia.com/mig.capable", MIG_STATE_LABEL))
 
 
 def desired_node(name, annotations, labels, mig_strategy, mig_config=None):
