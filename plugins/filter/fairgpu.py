@@ -54,6 +54,7 @@ class FilterModule(object):
             "mig_config_node_errors": mig_nodes.node_errors,
             "mig_config_node_warnings": mig_nodes.node_warnings,
             "mig_config_result_errors": mig_nodes.node_result_errors,
+            "mig_config_node_unchecked": mig_nodes.node_unchecked,
             "mig_config_progress": mig_wait.progress,
             "mig_config_timeout_message": mig_wait.timeout_message,
             "tenant_reachable": quota.reachable,

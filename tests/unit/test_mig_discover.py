@@ -33,6 +33,7 @@ def test_discover_picks_the_mig_manager_and_reports_each_source(tmp_path):
     show = {"name": "show", "ansible.builtin.debug": {"msg": "REPORTS {{ mig_config_node_reports | to_json | b64encode }}"}}
     play = [{"hosts": "localhost", "gather_facts": False, "vars": {
         "mig_config_namespace": "gpu-operator", "mig_config_node_lgip": {"n3": "USER", "n4": "USER"},
+        "mig_config_node_reports": {"n9": {"mig -lgip": "an earlier reading"}},
         "mig_config_nodes": {"resources": [{"metadata": {"name": n}} for n in ("n1", "n2", "n3", "n4")]},
         "mig_config_operator_pods": {"resources": PODS}, "mig_config_report": {"results": RESULTS}},
         "tasks": [pick] + tail + [show]}]
@@ -49,7 +50,8 @@ def test_discover_picks_the_mig_manager_and_reports_each_source(tmp_path):
     assert 'node n2: MIG profiles from the built-in catalogue (fallback: the node report says "No MIG-enabled' in text
     assert "node n3: MIG profiles from mig_config_node_lgip as given" in text
     assert "node n4: MIG profiles from mig_config_node_lgip as given" in text, "the user's -lgip wins over the report"
-    # Every answer is kept, "No MIG-enabled devices found." included; a failed exec is not an answer. The user's
+    # Every answer is kept, "No MIG-enabled devices found." included; a failed exec is not an answer; an earlier
+    # reading is not kept (the role reads again once MIG is on). The user's
     # -lgip is laid over these by plugins/module_utils/mig/nodes.py node_report, not copied into them.
     reports = json.loads(base64.b64decode(text.split("REPORTS ", 1)[1].split()[0].strip('"')))
     assert reports == {"n1": {"mig -lgip": "LGIP-1", "mig -lgipp": "LGIPP-1"},

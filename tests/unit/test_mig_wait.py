@@ -298,3 +298,71 @@ def test_a_real_b200_is_checked_and_waited_for_from_its_own_report():
     assert mig_wait.node_progress(layout, "b200-mix", after, "mixed", before, report)[0] == "ready"
     status, message = mig_wait.node_progress(layout, "b200-mix", relabel(before, "b200-mix"), "mixed", before, report)
     assert status == "waiting" and "advertises nvidia.com/mig-2g.45gb None, expected 24" in message
+
+
+def test_a_fresh_b200_is_judged_by_the_mig_manager_first_then_from_its_report():
+    """A fresh node: the GPU Operator's default config is all-disabled, so nvidia-smi mig -lgip answers "No
+    MIG-enabled devices found." and a model the catalogue lacks has no profiles anywhere before the MIG manager
+    enables MIG. The check before labelling leaves it to the MIG manager (with a warning), the wait ends when MIG
+    devices appear, and the result is checked from the report read again once MIG is on."""
+    from test_nvidia_smi import fixture
+    from test_nvidia_smi_full import LGIPP
+
+    layout = {"version": "v1", "mig-configs": {
+        "all-1g.23gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.23gb": 7}}]}}
+    listed = "".join("GPU %d: NVIDIA B200 (UUID: GPU-0000000%d-0000-4000-8000-000000000001)\n" % (i, i)
+                     for i in range(8))
+    fresh = {"-L": listed, "mig -lgip": "No MIG-enabled devices found.", "mig -lgipp": "No MIG-enabled devices found."}
+    before = real_node({"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.count": "8", CONFIG: "all-disabled",
+                        STATE: "success", "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "8"})
+    reports = {"gpu-node-0": fresh}
+    assert mig_nodes.node_errors(layout, "all-1g.23gb", [before], "mixed", {}, reports) == []
+    (warning,) = mig_nodes.node_unchecked([before], {}, reports)
+    assert warning.startswith("node gpu-node-0 (8 x NVIDIA-B200): the built-in catalogue lacks the model and MIG is off")
+    # Without any report the model is still refused: nothing says what it can do.
+    assert mig_nodes.node_errors(layout, "all-1g.23gb", [before], "mixed")[0].startswith("node gpu-node-0 (8 x NVIDIA-B200)")
+    stale = relabel(before, "all-1g.23gb")
+    status, message = mig_wait.node_progress(layout, "all-1g.23gb", stale, "mixed", before, fresh)
+    assert status == "waiting" and "publishes no MIG device yet" in message
+    after = copy.deepcopy(stale)
+    after["status"]["allocatable"] = {"nvidia.com/mig-1g.23gb": "56"}  # no nvidia.com/gpu: no whole GPU is left
+    after["metadata"]["labels"]["nvidia.com/mig-1g.23gb.count"] = "56"
+    assert mig_wait.node_progress(layout, "all-1g.23gb", after, "mixed", before, fresh)[0] == "ready"
+    # The result check, from the report read with MIG on (the real B200 -lgip; the guide's 7-slice -lgipp).
+    again = {"gpu-node-0": {"-L": listed, "mig -lgip": fixture("mig-lgip-b200-excerpt.txt"), "mig -lgipp": LGIPP}}
+    assert mig_nodes.node_result_errors(layout, "all-1g.23gb", [after], "mixed", [before], again) == []
+    after["status"]["allocatable"]["nvidia.com/mig-1g.23gb"] = "48"
+    assert mig_nodes.node_result_errors(layout, "all-1g.23gb", [after], "mixed", [before], again) == [
+        "node gpu-node-0: advertises nvidia.com/mig-1g.23gb 48, expected 56"]
+
+
+def test_a_node_without_whole_gpus_has_no_nvidia_com_gpu_at_all():
+    """The device plugin registers no resource it has no device for (k8s-device-plugin v0.20.0
+    internal/rm/nvml_manager.go), and a node partitioned before its kubelet registered carries only MIG resources
+    (a real MIG node's allocatable: BMI-Group/prem-operator#39): nvidia.com/gpu absent counts as 0."""
+    node = partitioned(config="two-3g")
+    del node["status"]["allocatable"]["nvidia.com/gpu"]
+    assert mig_nodes.node_result_errors(DOC, "two-3g", [node], "mixed") == []
+    assert mig_wait.node_progress(DOC, "two-3g", node, "mixed", node)[0] == "ready"
+
+
+def test_a_node_with_two_gpu_models_counts_the_labelled_models_gpus():
+    """One H100 PCIe and three RTX A6000 in one server (the case of NVIDIA/gpu-operator#256). GFD labels one
+    model; mig-parted's devices: all skips GPUs that cannot do MIG, which the device plugin advertises whole."""
+    from test_nvidia_smi import fixture
+
+    h100 = fixture("L-h100-pcie-3g-3x1g.txt").splitlines()[0] + "\n"
+    listed = h100 + "".join("GPU %d: NVIDIA RTX A6000 (UUID: GPU-0000000%d-0000-4000-8000-00000000000a)\n" % (i, i)
+                            for i in (1, 2, 3))
+    layout = {"version": "v1", "mig-configs": {
+        "h100-3x2g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.20gb": 3}}]}}
+    before = real_node({"nvidia.com/gpu.product": "NVIDIA-H100-PCIe", "nvidia.com/gpu.count": "1",
+                        CONFIG: "all-disabled", STATE: "success"}, {"nvidia.com/gpu": "4"})
+    report = {"-L": listed}
+    assert mig_nodes.node_gpus(before, report) == ("NVIDIA-H100-PCIe", 1) and mig_nodes.other_gpus(before, report) == 3
+    assert mig_nodes.expected_resources(layout, "h100-3x2g", before, "mixed", report) == {
+        "nvidia.com/gpu": 3, "nvidia.com/mig-2g.20gb": 3}
+    after = relabel(before, "h100-3x2g")
+    after["status"]["allocatable"] = {"nvidia.com/gpu": "3", "nvidia.com/mig-2g.20gb": "3"}
+    after["metadata"]["labels"]["nvidia.com/mig-2g.20gb.count"] = "3"
+    assert mig_wait.node_progress(layout, "h100-3x2g", after, "mixed", before, report)[0] == "ready"

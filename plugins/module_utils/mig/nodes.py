@@ -21,6 +21,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     GPU_COUNT_LABEL,
     GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
     MANAGED_BY,
     MIG_RESOURCE_PREFIX,
 )
@@ -55,19 +56,56 @@ def node_gpus(node, report=None):
     nvidia-smi outputs as the role's discovery read them; their ``-L`` (each GPU once, by UUID, since output
     gathered from several containers repeats them) is the authority for the count. Without it, GFD's count:
     under ``single`` with MIG active that is the MIG devices' count (k8s-device-plugin v0.20.0
-    internal/lm/mig-strategy.go), so the GPU count is then an upper bound. Raises NvidiaSmiParseError for a
-    ``-L`` of another format."""
+    internal/lm/mig-strategy.go), so the GPU count is then an upper bound. On a node with GPUs of several
+    models GFD labels one model, and only that model's GPUs of ``-L`` are counted (``other_gpus`` counts the
+    rest). Raises NvidiaSmiParseError for a ``-L`` of another format."""
     metadata = node.get("metadata") or {}
     annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     if ANNOTATION_PREFIX + "product" in annotations:
         return annotations[ANNOTATION_PREFIX + "product"], int(annotations[ANNOTATION_PREFIX + "count"])
     product = labels.get(GPU_PRODUCT_LABEL, "").split("-MIG-")[0]
     if report and report.get("-L"):
-        return product, len(set(gpu["uuid"] for gpu in nvidia_smi.parse_list(report["-L"])))
+        return product, len(_listed_gpus(product, report)[0])
     try:
         return product, int(labels.get(GPU_COUNT_LABEL, "0"))
     except ValueError:
         return product, 0
+
+
+def _listed_gpus(product, report):
+    """``(UUIDs of product's GPUs, UUIDs of the other GPUs)`` in the report's ``-L``, each GPU once (output gathered
+    from several containers repeats them). All GPUs are the product's when none of them is named like it."""
+    gpus = dict((gpu["uuid"], mig_layout.product_label(gpu["name"])) for gpu in nvidia_smi.parse_list(report["-L"]))
+    mine = set(uuid for uuid, name in gpus.items() if name == product)
+    if not mine:
+        return set(gpus), set()
+    return mine, set(gpus) - mine
+
+
+def other_gpus(node, report=None):
+    """GPUs of ``node``'s ``-L`` in ``report`` that are not of the model GFD labels (``node_gpus``): the MIG
+    manager leaves a GPU that cannot take the layout alone (mig-parted v0.13.1 ``cmd/nvidia-mig-parted/apply``
+    skips non-MIG-capable GPUs), so the device plugin advertises it whole as ``nvidia.com/gpu``. 0 without ``-L``."""
+    if not (report and report.get("-L")):
+        return 0
+    return len(_listed_gpus(node_gpus(node)[0], report)[1])
+
+
+def profiles_unknown(node, report=None):
+    """True when ``node``'s MIG profiles are known nowhere although it answered: the built-in catalogue lacks its
+    model and its own ``report`` has an ``nvidia-smi mig -lgip`` that lists none (``No MIG-enabled devices
+    found.`` until MIG mode is on, as on a fresh node whose GPU Operator config is ``all-disabled``). Such a node
+    cannot be checked before the MIG manager enables MIG; the role checks it after, from a report read again. A
+    node without a report is not this case: ``node_errors`` asks for its ``-lgip``."""
+    if not (report and "mig -lgip" in report):
+        return False
+    product = node_gpus(node)[0]
+    if product in mig_layout.MIG_MODELS:
+        return False
+    try:
+        return node_catalogue(node, product, report) is None
+    except (nvidia_smi.NvidiaSmiParseError, mig_layout.MigLayoutError):
+        return False
 
 
 def node_catalogue(node, product, report=None):
@@ -115,6 +153,8 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
         node_name = node["metadata"]["name"]
         report = node_report(node_name, lgip, reports)
         product, count = node_gpus(node)  # GFD's figures, named in a message when the report cannot be used
+        if profiles_unknown(node, report):
+            continue  # node_unchecked says so; the MIG manager and the check after it judge the layout
         try:
             product, count = node_gpus(node, report)
             catalogue = node_catalogue(node, product, report)
@@ -131,6 +171,21 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
                         % (name, ", ".join(sorted(configs)))]
         errors.extend("node %s (%d x %s): %s" % (node_name, count, product, problem) for problem in problems)
     return errors
+
+
+def node_unchecked(nodes, lgip=None, reports=None):
+    """The nodes ``node_errors`` cannot check before the MIG manager works (``profiles_unknown``, with a report
+    that says MIG is off), one message each; the role shows them as warnings."""
+    messages = []
+    for node in nodes or []:
+        report = node_report(node["metadata"]["name"], lgip, reports)
+        if profiles_unknown(node, report):
+            product, count = node_gpus(node, report)
+            messages.append("node %s (%d x %s): the built-in catalogue lacks the model and MIG is off on its GPUs, so "
+                            "nvidia-smi mig -lgip lists no profiles yet; the MIG manager judges the layout, and "
+                            "fairgpu checks the result from the node's report once MIG is on"
+                            % (node["metadata"]["name"], count, product))
+    return messages
 
 
 def node_warnings(document, name, nodes, strategy, lgip=None, reports=None):
@@ -192,7 +247,10 @@ def expected_resources(document, name, node, strategy, report=None, before=None)
         return None
     catalogue = node_catalogue(node, product, report)
     layout = mig_layout.applied_layout(document, name, product, count, catalogue)
-    return mig_layout.device_plugin_resources(product, count, layout, strategy, catalogue)
+    resources = mig_layout.device_plugin_resources(product, count, layout, strategy, catalogue)
+    if strategy != "single":
+        resources[GPU_RESOURCE] = resources.get(GPU_RESOURCE, 0) + other_gpus(node, report)
+    return resources
 
 
 def _single_product_errors(document, name, node, strategy, report):
@@ -238,7 +296,9 @@ def node_result_errors(document, name, nodes, strategy, before=None, reports=Non
             continue
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         for resource, count in sorted(expected.items()):
+            # The device plugin registers no resource it has no device for (k8s-device-plugin v0.20.0
+            # internal/rm/nvml_manager.go), so a node that never had a whole GPU has no nvidia.com/gpu at all.
             have = allocatable.get(resource)
-            if have is None or int(have) != count:
+            if int(have or 0) != count:
                 errors.append("node %s: advertises %s %s, expected %d" % (node_name, resource, have, count))
     return errors

@@ -29,7 +29,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_RESOURCE_PREFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_PRODUCT_LABEL, MIG_RESOURCE_PREFIX
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
@@ -58,6 +58,18 @@ def _label_errors(document, name, node, strategy, report=None, before=None):
             for key in keys if labels.get(key) != wanted.get(key)]
 
 
+def _publishes_mig(node, strategy):
+    """Whether ``node`` publishes MIG devices at all: a ``nvidia.com/mig-*`` resource under ``mixed``, GFD's product
+    ``<model>-MIG-<profile>`` under ``single`` (k8s-device-plugin v0.20.0 internal/lm/mig-strategy.go). The test
+    for a node whose profiles were unknown: before the label changed it had MIG off, so no MIG device."""
+    if strategy == "single":
+        product = _labels(node).get(GPU_PRODUCT_LABEL, "")
+        return "-MIG-" in product and not product.endswith("-MIG-INVALID")
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return any(key.startswith(MIG_RESOURCE_PREFIX) and str(value).isdigit() and int(value) > 0
+               for key, value in allocatable.items())
+
+
 def node_progress(document, name, node, strategy, before=None, report=None):
     """``(status, message)`` of one node: ``ready``, ``failed`` or ``waiting`` (see the module's docstring).
     ``before``: the same node as read before fairgpu set its label (None when unknown); ``report``: its own
@@ -77,6 +89,12 @@ def node_progress(document, name, node, strategy, before=None, report=None):
         return FAILED, ("node %s: the MIG manager could not apply %r (%s=failed); the node keeps its previous "
                         "layout; the nvidia-mig-manager pod's log on that node says why"
                         % (node_name, name, MIG_STATE_LABEL))
+    if state == "success" and mig_nodes.profiles_unknown(node, report):
+        if _publishes_mig(node, strategy):
+            return READY, ("node %s: %s applied (its profiles were unknown before MIG was on: the role checks the "
+                           "result from the node's report read again)" % (node_name, name))
+        return WAITING, ("node %s: %s is success but the node publishes no MIG device yet: either the state is the "
+                         "previous config's or the device plugin has not republished" % (node_name, MIG_STATE_LABEL))
     if state == "success":
         try:
             reports = {node_name: report} if report else None
