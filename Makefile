@@ -12,12 +12,13 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain run site validate teardown test unit lint sanity rules integration molecule bench clean
+.PHONY: help setup toolchain run site validate teardown test unit lint sanity rules integration test-fleet molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
 	@echo "make test       unit tests, lint, integration tests on an embedded cluster, molecule (kueue and mig)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
+	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
@@ -66,8 +67,12 @@ rules: setup
 	set -o pipefail; promtool=$$(bash files/toolchain/toolchain.sh ensure prometheus | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["binaries"]["promtool"])'); \
 	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml
 
+# The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 integration: setup toolchain
-	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py
+
+test-fleet: setup toolchain
+	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py
 
 molecule: setup toolchain
 	$(BIN)/molecule test -s default

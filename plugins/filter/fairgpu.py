@@ -12,6 +12,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
@@ -35,6 +36,9 @@ class FilterModule(object):
             "run_settings": resolve.run_settings,
             "run_recorded_path": resolve.recorded_path,
             "run_record": run_record,
+            "fleet_errors": fleet.fleet_errors,
+            "fleet_policy_errors": fleet.policy_errors,
+            "fleet_batches": fleet.batches,
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_node_spec": cluster_spec.node_spec,

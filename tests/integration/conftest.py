@@ -21,6 +21,10 @@ KWOK_WORKDIR = os.path.expanduser("~/.local/share/fairgpu/kwok")
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CLUSTER, "kubeconfig.yaml")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fleet: the fleet's runs on three embedded clusters (make test-fleet)")
+
+
 class PlaybookRun:
     """One ansible-playbook run with the JSON callback: rc, the parsed result and the raw output."""
 
