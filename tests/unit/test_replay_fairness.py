@@ -1,0 +1,49 @@
+"""What a replay is judged by (issue 17): waits from Kueue's Workload conditions, the weighted max-min share,
+and shares under contention."""
+
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness
+
+
+def workload(created, reserved=None, status="True"):
+    conditions = [{"type": "QuotaReserved", "status": status, "lastTransitionTime": reserved}] if reserved else []
+    return {"metadata": {"creationTimestamp": created}, "status": {"conditions": conditions}}
+
+
+def test_wait_runs_from_creation_to_quota_reservation():
+    assert fairness.workload_wait(workload("2026-12-01T10:00:00Z", "2026-12-01T10:00:07Z")) == 7
+    assert fairness.workload_wait(workload("2026-12-01T10:00:00Z")) is None, "still pending"
+    assert fairness.workload_wait(workload("2026-12-01T10:00:00Z", "2026-12-01T10:00:07Z", "False")) is None
+
+
+def test_wait_summary_in_wall_and_trace_time():
+    summary = fairness.wait_summary([1, 2, 3, 4, 100, None], factor=60)
+    assert summary == {"count": 5, "not_admitted": 1, "p50": 3, "p95": 100, "max": 100,
+                       "trace_p50": 180, "trace_p95": 6000, "trace_max": 6000}
+    assert fairness.wait_summary([])["p50"] is None
+
+
+@pytest.mark.parametrize("capacity, demands, weights, expected", [
+    (16, {"a": 16, "b": 16}, None, {"a": 8, "b": 8}),
+    (16, {"a": 2, "b": 16}, None, {"a": 2, "b": 14}),                       # what a cannot use goes to b
+    (12, {"a": 12, "b": 12}, {"a": 2, "b": 1}, {"a": 8, "b": 4}),           # weights
+    (12, {"a": 12, "b": 3, "c": 12}, None, {"a": 4.5, "b": 3, "c": 4.5}),
+    (8, {"a": 0, "b": 4}, None, {"a": 0, "b": 4}),                          # less demand than capacity
+])
+def test_weighted_max_min(capacity, demands, weights, expected):
+    shares = fairness.weighted_max_min(capacity, demands, weights)
+    assert shares == pytest.approx(expected)
+
+
+def test_shares_under_contention_count_only_contended_time():
+    steps = [
+        (0, {"a": {"held": 16, "wanted": 16}, "b": {"held": 0, "wanted": 0}}),   # a alone borrows all
+        (10, {"a": {"held": 12, "wanted": 20}, "b": {"held": 4, "wanted": 12}}),  # both pending: contention
+        (20, {"a": {"held": 8, "wanted": 20}, "b": {"held": 8, "wanted": 12}}),
+        (30, {"a": {"held": 8, "wanted": 8}, "b": {"held": 8, "wanted": 8}}),
+    ]
+    result = fairness.contention_shares(steps, 16)
+    assert result["seconds"] == 20
+    assert result["held"] == pytest.approx({"a": 10, "b": 6}) and result["fair"] == pytest.approx({"a": 8, "b": 8})
+    assert fairness.share_bound(16, 1) == pytest.approx(1.6) and fairness.share_bound(16, 8) == 8
