@@ -66,6 +66,12 @@ def test_demand_window_and_compression():
     assert how == {"factor": 10, "floor": 5, "raised_to_floor": 1}, "c's 1 s run is raised to the floor"
     with pytest.raises(trace.TraceError, match="factor must be above 0"):
         trace.compress(tasks, 0, 5)
+    # The busiest 50 s by the window's own tasks: from 0, a and b hold 2 x 50 + 3 x 0 = 100 GPU-seconds (b starts
+    # at 50); from 10, b alone 3 x 10 = 30; from 200, c 8 x 10 = 80.
+    assert trace.busiest_window(tasks, 50) == (0, pytest.approx(2.0))
+    assert trace.busiest_window(tasks, 60) == (0, pytest.approx((2 * 60 + 3 * 10) / 60.0))
+    steps = trace.demand_steps(tasks)
+    assert trace.mean_demand(steps, 50, 50) == pytest.approx(5.0) and trace.mean_demand(steps, 200, 50) == 1.6
 
 
 @pytest.mark.skipif(not os.path.isfile(POD_LIST), reason="the Alibaba v2023 trace is not at %s: set FAIRGPU_TRACE_DIR "
@@ -82,3 +88,9 @@ def test_the_real_trace_facts():
     assert trace.peak_demand(tasks) == 71
     by_qos = trace.assign_tenants(tasks, column="qos")[1]["tenants"]
     assert by_qos == {"ls": 3590, "be": 2510, "burstable": 97, "guaranteed": 6}
+    # The busiest day by its own tasks: 197 tasks holding 17.4 GPUs on average and 28 at the peak, enough to load
+    # a 16-GPU replay cluster above its capacity.
+    start, mean = trace.busiest_window(tasks, 86400)
+    day = trace.window(tasks, start, 86400)
+    assert mean == pytest.approx(trace.mean_demand(trace.demand_steps(day), 0, 86400))
+    assert (start, round(mean, 2), len(day), trace.peak_demand(day)) == (11989417, 17.44, 197, 28)

@@ -123,6 +123,36 @@ def peak_demand(tasks):
     return max([level for _time, level in demand_steps(tasks)] or [0])
 
 
+def mean_demand(steps, start, length):
+    """Mean GPUs in use over [start, start + length) of ``demand_steps`` output."""
+    return _integral(steps, start, start + length) / float(length) if length > 0 else 0.0
+
+
+def _integral(steps, start, end):
+    total = 0.0
+    for (time, level), following in zip(steps, [t for t, _l in steps[1:]] + [float("inf")]):
+        low, high = max(time, start), min(following, end)
+        if high > low:
+            total += level * (high - low)
+    return total
+
+
+def busiest_window(tasks, length):
+    """``(start, mean GPUs)`` of the ``length``-second window whose own tasks (those submitted in it, run until its
+    end at most: what a replay of it submits, ``window``) hold the most GPU-seconds; starts are submit times.
+    (0, 0.0) for no task."""
+    ordered = sorted((t for t in tasks if t.get("start") is not None), key=lambda t: t["submit"])
+    best, best_total, last = 0, -1.0, 0
+    for first, task in enumerate(ordered):
+        start = task["submit"]
+        while last < len(ordered) and ordered[last]["submit"] < start + length:
+            last += 1
+        total = sum(t["gpus"] * max(0, min(t["end"], start + length) - t["start"]) for t in ordered[first:last])
+        if total > best_total:
+            best, best_total = start, total
+    return best, (max(best_total, 0.0) / float(length)) if length > 0 else 0.0
+
+
 def window(tasks, start, length):
     """The tasks submitted in [start, start + length), their times shifted so that ``start`` is 0 and their run
     cut at the window's end (``end`` at most ``length``)."""
