@@ -6,7 +6,9 @@
 #
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd,
 # kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests), prometheus (prometheus,
-# promtool; the monitoring role's local server and the rule tests).
+# promtool; the monitoring role's local server and the rule tests), helm (the helm modes' client, with Kueue's own
+# chart as the Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring
+# objects' test). `ensure` without components builds the first five: the last two only where asked for.
 #
 # Versions come from versions.env beside this script unless the environment sets them. The cache is
 # ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
@@ -126,6 +128,38 @@ build_kueue() {
   chmod -R u+w "$out/manifests"
 }
 
+# Helm from helm.sh/helm/v3 (no replaces: plain go install; ldflags as its Makefile sets them). Beside it, Kueue's
+# own chart at the pinned Kueue version, copied from the Kueue module (charts/kueue of sigs.k8s.io/kueue): the
+# helm-mode kueue role installs it by path where no chart repository is reachable (kueue_chart_ref).
+build_helm() {
+  local v=$HELM_VERSION out moddir p=helm.sh/helm/v3/internal/version
+  out=$(component_dir helm "$v")
+  mkdir -p "$out/bin" "$out/charts"
+  say "building helm $v"
+  with_heartbeat "building helm $v" env GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X $p.version=$v -X $p.gitTreeState=clean" "helm.sh/helm/v3/cmd/helm@$v"
+  moddir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  [[ -d $moddir/charts/kueue ]] || die "sigs.k8s.io/kueue@$KUEUE_VERSION has no charts/kueue"
+  rm -rf "$out/charts/kueue-$KUEUE_VERSION" && cp -r "$moddir/charts/kueue" "$out/charts/kueue-$KUEUE_VERSION"
+  chmod -R u+w "$out/charts"
+}
+
+# The Prometheus Operator from github.com/prometheus-operator/prometheus-operator (cmd/operator). Its go.mod
+# replaces pkg/apis/monitoring and pkg/client with relative paths, so it builds through a wrapper module like
+# Kubernetes and etcd. Its CRDs (example/prometheus-operator-crd) are copied from the module beside the binary.
+build_prometheus_operator() {
+  local v=$PROMETHEUS_OPERATOR_VERSION out src moddir m=github.com/prometheus-operator/prometheus-operator
+  out=$(component_dir prometheus-operator "$v"); src="$out/src"
+  write_wrapper "$src" "$m" "$v" "$v"
+  mkdir -p "$out/bin"
+  say "building prometheus-operator $v"
+  (cd "$src" && with_heartbeat "building prometheus-operator $v" \
+    go build -mod=mod -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+      -o "$out/bin/prometheus-operator" "$m/cmd/operator")
+  moddir=$(go mod download -json "$m@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  rm -rf "$out/crd" && cp -r "$moddir/example/prometheus-operator-crd" "$out/crd" && chmod -R u+w "$out/crd"
+}
+
 # Prometheus and promtool from the Go module github.com/prometheus/prometheus (no replaces: plain go install).
 # Tag remove_all_sd leaves out the cloud service discoveries (static and file discovery stay), which the local
 # server does not use and which would double the build. Without tag builtinassets there is no web UI: upstream
@@ -156,7 +190,7 @@ ensure() {
   fi
   command -v go >/dev/null || die "go is not on PATH: install Go >= 1.26 (https://go.dev/doc/install)"
   local t0=$SECONDS
-  "build_$name"
+  "build_${name//-/_}"
   date -u +%FT%TZ >"$dir/.complete"
   built+=("$name")
   say "$name $version: built in $((SECONDS - t0))s"
@@ -166,28 +200,33 @@ version_of() {
   case $1 in
     kubernetes) echo "$KUBERNETES_VERSION" ;; etcd) echo "$ETCD_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;; prometheus) echo "$PROMETHEUS_VERSION" ;;
-    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus)" ;;
+    helm) echo "$HELM_VERSION" ;; prometheus-operator) echo "$PROMETHEUS_OPERATOR_VERSION" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus helm prometheus-operator)" ;;
   esac
 }
 
 manifest() {
-  local k e w q p
+  local k e w q p h o
   k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
   e=$(component_dir etcd "$ETCD_VERSION")/bin
   w=$(component_dir kwok "$KWOK_VERSION")/bin
   q=$(component_dir kueue "$KUEUE_VERSION")
   p=$(component_dir prometheus "$PROMETHEUS_VERSION")/bin
+  h=$(component_dir helm "$HELM_VERSION")
+  o=$(component_dir prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
   local names=""
   ((${#built[@]})) && names=$(printf '"%s",' "${built[@]}") && names=${names%,}
   cat <<EOF
 {"cache": "$cache", "built": [$names],
  "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION",
-  "prometheus": "$PROMETHEUS_VERSION"},
+  "prometheus": "$PROMETHEUS_VERSION", "helm": "$HELM_VERSION", "prometheus-operator": "$PROMETHEUS_OPERATOR_VERSION"},
  "binaries": {"kube-apiserver": "$k/kube-apiserver", "kube-controller-manager": "$k/kube-controller-manager",
   "kube-scheduler": "$k/kube-scheduler", "kubectl": "$k/kubectl", "etcd": "$e/etcd",
   "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue",
-  "prometheus": "$p/prometheus", "promtool": "$p/promtool"},
- "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests"}
+  "prometheus": "$p/prometheus", "promtool": "$p/promtool", "helm": "$h/bin/helm",
+  "prometheus-operator": "$o/bin/prometheus-operator"},
+ "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests",
+ "kueue_chart": "$h/charts/kueue-$KUEUE_VERSION", "prometheus_operator_crds": "$o/crd"}
 EOF
 }
 

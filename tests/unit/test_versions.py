@@ -29,7 +29,7 @@ def test_versions_env_is_read_as_toolchain_sh_reads_it():
                          env=dict(os.environ, FAIRGPU_CACHE="/nonexistent/fairgpu"),
                          check=False, capture_output=True, text=True, timeout=60)
     manifest = json.loads(out.stdout)["versions"]
-    assert manifest == {name: PINNED[name.upper() + "_VERSION"] for name in manifest}
+    assert manifest == {name: PINNED[name.upper().replace("-", "_") + "_VERSION"] for name in manifest}
 
 
 class _AnyTagLoader(yaml.SafeLoader):
