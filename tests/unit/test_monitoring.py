@@ -299,3 +299,38 @@ def test_a_kueue_ca_that_cannot_be_used_is_named(ca, message):
     with pytest.raises(monitoring.MonitoringError, match="monitoring_kueue_metrics_ca"):
         monitoring.helm_objects(TENANTS, RULES, "{}", "monitoring", "kps", "kueue-system", {}, "gpu-operator", {},
                                 "30s", ca)
+
+
+# kube-prometheus-stack's template (templates/prometheus/prometheus.yaml) with its values.yaml defaults: what the
+# Prometheus resource selects, as the test against the real Prometheus Operator builds it.
+def test_chart_selectors_with_the_charts_defaults_take_the_release_label_in_every_namespace():
+    assert monitoring.chart_prometheus_selectors({}, "kps") == {
+        "serviceMonitorSelector": {"matchLabels": {"release": "kps"}}, "serviceMonitorNamespaceSelector": {},
+        "ruleSelector": {"matchLabels": {"release": "kps"}}, "ruleNamespaceSelector": {}}
+
+
+def test_chart_selectors_with_fairgpus_values_take_everything():
+    assert monitoring.chart_prometheus_selectors(monitoring.chart_values(), "kps") == {
+        "serviceMonitorSelector": {}, "serviceMonitorNamespaceSelector": {},
+        "ruleSelector": {}, "ruleNamespaceSelector": {}}
+
+
+def test_chart_selectors_given_ones_win_and_empty_ones_count_as_unset():
+    given = {"matchLabels": {"team": "gpu"}}
+    spec = {"serviceMonitorSelector": given, "ruleSelector": {}, "ruleSelectorNilUsesHelmValues": True,
+            "serviceMonitorNamespaceSelector": {"matchLabels": {"monitored": "yes"}}, "ruleNamespaceSelector": None}
+    selectors = monitoring.chart_prometheus_selectors({"prometheus": {"prometheusSpec": spec}}, "kps")
+    assert selectors["serviceMonitorSelector"] == given
+    assert selectors["ruleSelector"] == {"matchLabels": {"release": "kps"}}
+    assert selectors["serviceMonitorNamespaceSelector"] == {"matchLabels": {"monitored": "yes"}}
+    assert selectors["ruleNamespaceSelector"] == {}
+
+
+def test_fairgpus_helm_objects_carry_the_release_label_the_charts_default_selects():
+    objs = monitoring.helm_objects(TENANTS, RULES, "{}", "fairgpu-monitoring", "kps", "kueue-system",
+                                   {"control-plane": "controller-manager"}, "gpu-operator",
+                                   {"app": "nvidia-dcgm-exporter"})
+    wanted = monitoring.chart_prometheus_selectors({}, "kps")["serviceMonitorSelector"]["matchLabels"]
+    for obj in objs:
+        if obj["kind"] in ("ServiceMonitor", "PrometheusRule"):
+            assert wanted.items() <= obj["metadata"]["labels"].items(), obj["metadata"]

@@ -84,8 +84,9 @@ PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 YAML_LITERALS = {
     "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
                   "roles/tenants/vars/main.yml", "roles/validate/tasks/cleanup.yml"),
-    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/local.yml", "roles/tenants/tasks/main.yml",
-                         "roles/tenants/tasks/prune.yml", "roles/validate/tasks/main.yml"),
+    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/monitoring/tasks/local.yml",
+                         "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
+                         "roles/validate/tasks/main.yml"),
     "QUEUE_LABEL": ("roles/validate/templates/load-jobs.yaml.j2",),
     "TENANT_LABEL": ("roles/tenants/tasks/prune.yml", "roles/validate/templates/load-jobs.yaml.j2"),
     "BACKLOG_LABEL": ("roles/validate/tasks/flood.yml", "roles/validate/templates/load-jobs.yaml.j2"),

@@ -332,3 +332,39 @@ def chart_values(interval="30s", evaluation_interval="30s"):
         "grafana": {"sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "labelValue": "1",
                                                "searchNamespace": "ALL"}}},
     }
+
+
+def _helm_truthy(value):
+    """Helm's ``if``: false for nil, false, 0, "" and an empty map or list (text/template's truth)."""
+    return bool(value)
+
+
+def chart_prometheus_selectors(values, release):
+    """The ServiceMonitor and PrometheusRule selectors kube-prometheus-stack puts on its Prometheus custom resource
+    for the chart values ``values`` and the release name ``release``, as its template decides them
+    (prometheus-community/helm-charts, charts/kube-prometheus-stack/templates/prometheus/prometheus.yaml, with the
+    defaults of its values.yaml: ``prometheus.prometheusSpec.serviceMonitorSelectorNilUsesHelmValues`` and
+    ``ruleSelectorNilUsesHelmValues`` true, the selectors and namespace selectors empty):
+
+    - ``serviceMonitorSelector``: the value when it is set and not empty; else, while
+      ``serviceMonitorSelectorNilUsesHelmValues`` is true, ``{matchLabels: {release: <release>}}``; else ``{}``
+      (every ServiceMonitor). ``ruleSelector`` likewise with ``ruleSelectorNilUsesHelmValues``.
+    - ``serviceMonitorNamespaceSelector``, ``ruleNamespaceSelector``: the value when set and not empty, else ``{}``
+      (every namespace; a Prometheus without the field would look only in its own namespace).
+
+    Helm's truth applies: an empty map counts as unset. Pure: the test that runs the real Prometheus Operator builds
+    its Prometheus from this; the chart itself is not reachable here."""
+    spec = ((values or {}).get("prometheus") or {}).get("prometheusSpec") or {}
+    selectors = {}
+    for kind in ("serviceMonitor", "rule"):
+        given = spec.get(kind + "Selector")
+        nil_uses_helm = spec.get(kind + "SelectorNilUsesHelmValues", True)
+        if _helm_truthy(given):
+            selectors[kind + "Selector"] = given
+        elif _helm_truthy(nil_uses_helm):
+            selectors[kind + "Selector"] = {"matchLabels": {"release": release}}
+        else:
+            selectors[kind + "Selector"] = {}
+        namespaces = spec.get(kind + "NamespaceSelector")
+        selectors[kind + "NamespaceSelector"] = namespaces if _helm_truthy(namespaces) else {}
+    return selectors
