@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain run site validate teardown test unit lint sanity rules integration test-fleet molecule bench clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -35,6 +35,11 @@ setup: $(VENV)/.installed .collections/ansible_collections/fairgpu/tenancy
 
 toolchain:
 	bash files/toolchain/toolchain.sh ensure >/dev/null
+
+# The Prometheus Operator and its CRDs, which only tests/integration/test_77_prometheus_operator.py needs (built once,
+# cached like the rest; README: Toolchain).
+toolchain-prometheus-operator:
+	bash files/toolchain/toolchain.sh ensure prometheus-operator >/dev/null
 
 run: setup toolchain site validate
 
@@ -68,7 +73,7 @@ rules: setup
 	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
-integration: setup toolchain
+integration: setup toolchain toolchain-prometheus-operator
 	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py
 
 test-fleet: setup toolchain

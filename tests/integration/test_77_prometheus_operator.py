@@ -1,0 +1,429 @@
+"""Issue 15, part 2: the real Prometheus Operator (v0.85.0, built from its Go module by the toolchain) turns the
+monitoring role's helm-mode objects into Prometheus's configuration, on an embedded cluster of its own
+(fairgpu-it-promop) that has the operator's own CRDs.
+
+The role runs its real path for a cluster that already has a Prometheus Operator (monitoring_mode helm,
+monitoring_install_chart false; tests/integration/prometheus_operator.yml): without the CRDs it stops before anything
+changes; with them it applies the objects server-side (validated by the CRDs' schemas), and a second run changes
+nothing. The operator runs as a local process on the cluster's kubeconfig and generates, for Prometheus custom
+resources made as kube-prometheus-stack makes its own from the values fairgpu passes
+(objects.chart_prometheus_selectors over objects.chart_values), the configuration Secret and rule-file ConfigMap
+that a Prometheus pod would load. The test decodes them and compares them with what fairgpu meant.
+
+Stand-ins, for what cannot run here: Kueue's namespace (the kueue role, or Kueue's chart, makes it), and the
+Prometheus custom resources themselves (kube-prometheus-stack's template makes them; its chart repository is not
+reachable). No Prometheus pod runs (no kubelet): what is checked is the operator's output, not a scrape.
+
+Field problems of the upstream projects this covers, each in a test below: ServiceMonitors ignored for want of the
+release label (prometheus-operator/prometheus-operator#5917, prometheus-community/helm-charts#1631) or because the
+Prometheus looks only in its own namespace (#5917's answer); ServiceMonitors dropped by a Prometheus that denies file
+access (arbitraryFSAccessThroughSMs; redhat-cop/global-load-balancer-operator#45, operator-framework/operator-sdk#7003,
+prometheus-community/helm-charts#7230); bearerTokenFile deprecated for authorization from a Secret
+(prometheus-operator/prometheus-operator#6719); ``namespace`` renamed ``exported_namespace`` without honorLabels
+(kedacore/charts#434, NVIDIA/gpu-operator#811), which fairgpu's rules rely on."""
+
+import base64
+import gzip
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects
+from conftest import KWOK_WORKDIR, ROOT, playbook, wait_until
+
+PLAYBOOK = "../tests/integration/prometheus_operator.yml"
+NAME = "fairgpu-it-promop"
+MONITORING_NS, KUEUE_NS, DCGM_NS = "fairgpu-monitoring", "kueue-system", "gpu-operator"
+RELEASE = "kube-prometheus-stack"
+INTERVAL = "30s"  # monitoring_scrape_interval in helm mode (roles/monitoring/defaults/main.yml)
+TENANTS = [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b", "team-b-dev"]}]
+VARS = {
+    "cluster_name": NAME, "validate_results_dir": os.path.join(ROOT, "results", "it-promop"),
+    "run_local_ports": {"kueue_webhook": 23443, "kueue_metrics": 23444, "kueue_health": 23081, "prometheus": 23090,
+                        "dcgm_exporter": 23400},
+    "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
+                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
+    "monitoring_tenants": TENANTS,
+    # An override of the shipped rule file's for: (the local inventory's 60 s would apply otherwise).
+    "monitoring_alert_for": {"FairgpuTenantOverGuarantee": "7m"},
+}
+OPERATOR_LISTEN = "127.0.0.1:23080"
+KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
+RULES_FILE = os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")
+# The Prometheus Operator's CRDs its Prometheus controller reads (example/prometheus-operator-crd of the module);
+# Alertmanager, PrometheusAgent and ThanosRuler controllers stay off without theirs (cmd/operator checkPrerequisites).
+CRDS = ("prometheuses", "servicemonitors", "podmonitors", "probes", "prometheusrules", "scrapeconfigs")
+KUEUE_SM, DCGM_SM = "serviceMonitor/%s/fairgpu-kueue/0" % KUEUE_NS, "serviceMonitor/%s/fairgpu-dcgm-exporter/0" % MONITORING_NS
+CONTROL_SM = "serviceMonitor/%s/it-control-token-file/0" % MONITORING_NS
+# kube-prometheus-stack names its Prometheus "<fullname>-prometheus"; fullname is the release name when it contains
+# the chart's name (charts/kube-prometheus-stack/templates/_helpers.tpl, kube-prometheus-stack.fullname).
+CHART_PROMETHEUS = RELEASE + "-prometheus"
+
+
+def toolchain():
+    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure",
+                           "prometheus-operator"], capture_output=True, text=True, check=False, timeout=3600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def prometheus(name, values=None, release=RELEASE, **extra):
+    """A Prometheus custom resource as kube-prometheus-stack's template makes it from ``values`` (the chart's
+    defaults overridden by fairgpu's ``chart_values``): the selectors the template decides, the intervals."""
+    spec = dict(objects.chart_prometheus_selectors(values or {}, release))
+    pspec = ((values or {}).get("prometheus") or {}).get("prometheusSpec") or {}
+    for key in ("scrapeInterval", "evaluationInterval"):
+        if key in pspec:
+            spec[key] = pspec[key]
+    spec.update(extra)
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
+            "metadata": {"name": name, "namespace": MONITORING_NS}, "spec": spec}
+
+
+FAIRGPU_VALUES = objects.chart_values(INTERVAL, INTERVAL)
+PROMETHEUSES = {
+    # fairgpu's values: serviceMonitorSelectorNilUsesHelmValues and ruleSelectorNilUsesHelmValues false.
+    CHART_PROMETHEUS: prometheus(CHART_PROMETHEUS, FAIRGPU_VALUES),
+    # The chart's defaults: only objects labelled release=<release> (what fairgpu's objects carry).
+    "chart-defaults": prometheus("chart-defaults", {}),
+    # The chart's defaults under another release name: none of fairgpu's objects.
+    "other-release": prometheus("other-release", {}, release="other-release"),
+    # A hardened Prometheus that refuses ServiceMonitors naming files in its container.
+    "deny-fs": prometheus("deny-fs", FAIRGPU_VALUES, arbitraryFSAccessThroughSMs={"deny": True}),
+    # A Prometheus made by hand without namespace selectors: it looks only in its own namespace.
+    "own-namespace": {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
+                      "metadata": {"name": "own-namespace", "namespace": MONITORING_NS},
+                      "spec": {"serviceMonitorSelector": {}, "ruleSelector": {}}},
+}
+# Not fairgpu's: a ServiceMonitor with bearerTokenFile, so that the deny-fs Prometheus shows the denial is on.
+CONTROL = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+           "metadata": {"name": "it-control-token-file", "namespace": MONITORING_NS},
+           "spec": {"selector": {"matchLabels": {"app": "it-control"}},
+                    "endpoints": [{"port": "web", "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}]}}
+
+
+def run_role(extra=None):
+    return playbook(PLAYBOOK, "-e", json.dumps(dict(VARS, **(extra or {}))))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The embedded cluster alone (no Kueue, no Prometheus) and Kueue's namespace, which Kueue would bring."""
+    tools = toolchain()
+    try:
+        run = playbook(PLAYBOOK, "-e", json.dumps(dict(VARS, promop_create_cluster=True)))
+        assert run.rc == 0, run.messages()
+        api = k8s_config.new_client_from_config(config_file=KUBECONFIG)
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NS}})
+        yield api, tools
+    finally:
+        playbook("teardown.yml", "-e", json.dumps(VARS))
+
+
+def names_in(api, namespace):
+    core = k8s.CoreV1Api(api)
+    return sorted(sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items)
+
+
+def test_without_an_operator_the_role_stops_before_anything_changes(cluster):
+    api, _tools = cluster
+    run = run_role()
+    assert run.rc != 0
+    said = run.messages()
+    assert "monitoring_install_chart: false needs a Prometheus Operator on the cluster" in said, said
+    assert "servicemonitors.monitoring.coreos.com, prometheusrules.monitoring.coreos.com" in said, said
+    assert "set monitoring_install_chart: true" in said, said
+    assert objects.KUEUE_METRICS_READER not in names_in(api, KUEUE_NS)
+    assert MONITORING_NS not in [n.metadata.name for n in k8s.CoreV1Api(api).list_namespace().items]
+
+
+def install_crds(api, crd_dir):
+    ext = k8s.ApiextensionsV1Api(api)
+    for plural in CRDS:
+        with open(os.path.join(crd_dir, "monitoring.coreos.com_%s.yaml" % plural)) as handle:
+            ext.create_custom_resource_definition(yaml.safe_load(handle))
+    for plural in CRDS:
+        wait_until(lambda p=plural: any(c.type == "Established" and c.status == "True" for c in
+                                        ext.read_custom_resource_definition(p + ".monitoring.coreos.com").status.conditions or []),
+                   60, what="CRD %s established" % plural)
+
+
+def secret_text(core, namespace, name, key):
+    try:
+        data = core.read_namespaced_secret(name, namespace).data or {}
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return base64.b64decode(data[key]) if key in data else None
+
+
+class Operator:
+    """The Prometheus Operator as a local process on the test cluster's kubeconfig (v0.85.0 has no --kubeconfig
+    flag: it reads KUBECONFIG, pkg/k8sutil NewClusterConfig), watching only the namespaces fairgpu's objects and the
+    Prometheus resources are in, its web server on loopback."""
+
+    def __init__(self, binary, workdir):
+        self.log_path = os.path.join(workdir, "prometheus-operator.log")
+        self.log = open(self.log_path, "w")
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""), "KUBECONFIG": KUBECONFIG}
+        self.proc = subprocess.Popen([binary, "--web.listen-address=" + OPERATOR_LISTEN,
+                                      "--namespaces=%s,%s" % (MONITORING_NS, KUEUE_NS),
+                                      "--log-level=info"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def tail(self, lines=40):
+        self.log.flush()
+        with open(self.log_path) as handle:
+            return "".join(handle.readlines()[-lines:])
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def applied(cluster):
+    """The CRDs, then the role twice (the second run must change nothing), then the operator and the Prometheus
+    resources. Yields the api, the two runs, the operator, the token the control plane put in fairgpu's Secret and
+    the directory of the operator's log and of each configuration it generated (results/it-promop)."""
+    api, tools = cluster
+    install_crds(api, tools["prometheus_operator_crds"])
+    first = run_role()
+    assert first.rc == 0, first.messages()
+    second = run_role()
+    assert second.rc == 0, second.messages()
+    core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+    token = wait_until(lambda: secret_text(core, KUEUE_NS, objects.KUEUE_METRICS_TOKEN_SECRET, "token"), 60,
+                       what="the token controller to fill %s" % objects.KUEUE_METRICS_TOKEN_SECRET).decode()
+    custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "servicemonitors", CONTROL)
+    workdir = VARS["validate_results_dir"]  # the operator's log and each generated configuration, for a reader
+    os.makedirs(workdir, exist_ok=True)
+    operator = Operator(tools["binaries"]["prometheus-operator"], workdir)
+    try:
+        for body in PROMETHEUSES.values():
+            custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "prometheuses", body)
+        yield {"api": api, "first": first, "second": second, "operator": operator, "token": token,
+               "workdir": workdir}
+    finally:
+        operator.stop()
+
+
+def generated(applied, name, expect=(), timeout=60):
+    """The configuration the operator generated for Prometheus ``name`` (Secret prometheus-<name>, key
+    prometheus.yaml.gz), once it has every job of ``expect``: ``{job_name: scrape config}`` and the whole document."""
+    core = k8s.CoreV1Api(applied["api"])
+
+    def ready():
+        raw = secret_text(core, MONITORING_NS, "prometheus-" + name, "prometheus.yaml.gz")
+        if raw is None:
+            return None
+        doc = yaml.safe_load(gzip.decompress(raw))
+        with open(os.path.join(applied["workdir"], name + ".prometheus.yaml"), "w") as handle:
+            yaml.safe_dump(doc, handle)  # for a failure's reader
+        jobs = {job["job_name"]: job for job in doc.get("scrape_configs") or []}
+        return (jobs, doc) if set(expect) <= set(jobs) else None
+
+    held = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = ready()
+        if held:
+            return held
+        time.sleep(0.5)
+    pytest.fail("no configuration with %s for Prometheus %s within %ss (last one in %s); operator log:\n%s"
+                % (", ".join(expect), name, timeout, applied["workdir"], applied["operator"].tail()))
+
+
+def relabel(job, target):
+    """The relabel rules of ``job`` that write ``target``."""
+    return [r for r in job.get("relabel_configs") or [] if r.get("target_label") == target]
+
+
+def keep_rules(job):
+    return [r for r in job.get("relabel_configs") or [] if r.get("action") == "keep"]
+
+
+def test_the_role_applies_server_side_and_a_second_run_changes_nothing(applied):
+    changed = applied["first"].changed_tasks()
+    assert [t.split(" : ", 1)[-1] for t in changed] == [
+        "Make sure the monitoring namespace exists (monitoring_install_chart false) %s" % MONITORING_NS,
+        "Apply fairgpu's Kueue metrics reader (ServiceAccount, RBAC, token Secret), ServiceMonitors, PrometheusRule "
+        "and dashboard ConfigMap"], changed
+    assert applied["second"].changed_tasks() == [], applied["second"].changed_tasks()
+    custom = k8s.CustomObjectsApi(applied["api"])
+    monitor = custom.get_namespaced_custom_object("monitoring.coreos.com", "v1", KUEUE_NS, "servicemonitors",
+                                                  "fairgpu-kueue")
+    assert "fairgpu" in [m["manager"] for m in monitor["metadata"]["managedFields"] if m["operation"] == "Apply"]
+
+
+def test_kueue_job_https_bearer_token_from_the_secret_and_the_service_selector(applied):
+    jobs, _doc = generated(applied, CHART_PROMETHEUS, [KUEUE_SM, DCGM_SM])
+    job = jobs[KUEUE_SM]
+    assert job["scheme"] == "https" and job["metrics_path"] == "/metrics"
+    assert job["scrape_interval"] == INTERVAL
+    # The token the control plane put in fairgpu's Secret, inline: no credentials_file, no bearer_token_file.
+    assert job["authorization"] == {"type": "Bearer", "credentials": applied["token"]}
+    assert "bearer_token_file" not in job and "credentials_file" not in job["authorization"]
+    # Kueue's internal certificate management serves a self-signed certificate: not verified, and no file named.
+    assert job["tls_config"] == {"insecure_skip_verify": True}
+    sd = job["kubernetes_sd_configs"]
+    assert [s["role"] for s in sd] == ["endpoints"] and sd[0]["namespaces"]["names"] == [KUEUE_NS]
+    keep = keep_rules(job)
+    assert {"action": "keep", "source_labels": ["__meta_kubernetes_service_label_control_plane",
+                                                "__meta_kubernetes_service_labelpresent_control_plane"],
+            "regex": "(controller-manager);true"} in keep, keep
+    assert {"action": "keep", "source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": "https"} in keep, keep
+    # fairgpu's job label comes after the operator's own (the service name), so "kueue" is what the rules see.
+    assert relabel(job, "job")[-1] == {"target_label": "job", "replacement": objects.KUEUE_JOB, "action": "replace"}
+
+
+def test_dcgm_job_keeps_the_exporters_namespace_and_adds_tenant_from_exported_namespace(applied):
+    jobs, _doc = generated(applied, CHART_PROMETHEUS, [KUEUE_SM, DCGM_SM])
+    job = jobs[DCGM_SM]
+    assert job.get("scheme", "http") == "http" and job["scrape_interval"] == INTERVAL
+    assert "authorization" not in job
+    # honor_labels false: the target's namespace/pod (the exporter's) win and the GPU's pod arrives as
+    # exported_namespace/exported_pod, which the alert rules group by.
+    assert job["honor_labels"] is False
+    assert relabel(job, "namespace") == [{"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"}]
+    assert {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"} in relabel(job, "pod")
+    sd = job["kubernetes_sd_configs"]
+    assert sd[0]["namespaces"]["names"] == [DCGM_NS]
+    assert {"action": "keep", "source_labels": ["__meta_kubernetes_service_label_app",
+                                                "__meta_kubernetes_service_labelpresent_app"],
+            "regex": "(nvidia-dcgm-exporter);true"} in keep_rules(job)
+    assert relabel(job, "job")[-1] == {"target_label": "job", "replacement": objects.DCGM_JOB, "action": "replace"}
+    # The operator turned fairgpu's metricRelabelings into exactly the local mode's metric_relabel_configs.
+    assert job["metric_relabel_configs"] == objects.tenant_relabelings(TENANTS), job["metric_relabel_configs"]
+
+
+def test_intervals_and_rule_files(applied):
+    _jobs, doc = generated(applied, CHART_PROMETHEUS, [KUEUE_SM, DCGM_SM])
+    assert doc["global"]["scrape_interval"] == INTERVAL and doc["global"]["evaluation_interval"] == INTERVAL
+    assert doc["rule_files"] == ["/etc/prometheus/rules/prometheus-%s-rulefiles-0/*.yaml" % CHART_PROMETHEUS]
+
+
+def rule_files(applied, name, timeout=60):
+    core = k8s.CoreV1Api(applied["api"])
+
+    def ready():
+        try:
+            return core.read_namespaced_config_map("prometheus-%s-rulefiles-0" % name, MONITORING_NS).data or None
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+    return wait_until(ready, timeout, what="the rule-file ConfigMap of %s" % name)
+
+
+def test_rule_groups_and_alerts_equal_fairgpus_rule_file(applied):
+    data = rule_files(applied, CHART_PROMETHEUS)
+    assert list(data) and all(key.startswith("%s-fairgpu-alerts-" % MONITORING_NS) for key in data), list(data)
+    loaded = yaml.safe_load(next(iter(data.values())))
+    with open(RULES_FILE) as handle:
+        text = handle.read()
+    # The rule file as the role renders it: the shipped groups with monitoring_alert_for's for:.
+    meant = yaml.safe_load(objects.rules_with_for(text, VARS["monitoring_alert_for"]))
+    assert [g["name"] for g in loaded["groups"]] == [g["name"] for g in meant["groups"]]
+    assert objects.alerts(yaml.safe_dump(loaded)) == dict(objects.alerts(text), FairgpuTenantOverGuarantee="7m")
+    assert loaded == meant
+
+
+def test_the_charts_default_release_selector_selects_fairgpus_objects(applied):
+    """prometheus-operator/prometheus-operator#5917, prometheus-community/helm-charts#1631: the chart's default
+    Prometheus takes only ServiceMonitors and rules labelled release=<release>; fairgpu's carry it."""
+    jobs, _doc = generated(applied, "chart-defaults", [KUEUE_SM, DCGM_SM])
+    assert CONTROL_SM not in jobs  # no release label: not selected
+    assert list(rule_files(applied, "chart-defaults"))[0].startswith("%s-fairgpu-alerts-" % MONITORING_NS)
+    others, _doc = generated(applied, "other-release")
+    assert KUEUE_SM not in others and DCGM_SM not in others
+    assert "prometheus-other-release-rulefiles-0" not in [
+        c.metadata.name for c in k8s.CoreV1Api(applied["api"]).list_namespaced_config_map(MONITORING_NS).items
+        if c.data]
+
+
+def test_a_prometheus_that_denies_file_access_keeps_fairgpus_kueue_job(applied):
+    """arbitraryFSAccessThroughSMs.deny (hardened set-ups, OpenShift user workload monitoring) drops a ServiceMonitor
+    naming a file (redhat-cop/global-load-balancer-operator#45, operator-framework/operator-sdk#7003,
+    prometheus-community/helm-charts#7230): the control with bearerTokenFile goes, fairgpu's Kueue job stays."""
+    open_jobs, _doc = generated(applied, CHART_PROMETHEUS, [KUEUE_SM, DCGM_SM, CONTROL_SM])
+    assert open_jobs[CONTROL_SM]["bearer_token_file"] == CONTROL["spec"]["endpoints"][0]["bearerTokenFile"]
+    jobs, _doc = generated(applied, "deny-fs", [KUEUE_SM, DCGM_SM])
+    assert CONTROL_SM not in jobs
+    assert jobs[KUEUE_SM]["authorization"] == {"type": "Bearer", "credentials": applied["token"]}
+    # The operator says so on the object it rejected, and on none of fairgpu's.
+    core = k8s.CoreV1Api(applied["api"])
+
+    def rejected():
+        return {(e.involved_object.namespace, e.involved_object.name) for ns in (MONITORING_NS, KUEUE_NS)
+                for e in core.list_namespaced_event(ns).items if e.reason == "InvalidConfiguration"}
+    said = wait_until(lambda: (MONITORING_NS, "it-control-token-file") in rejected() and rejected(), 30,
+                      what="the operator's InvalidConfiguration event on the control ServiceMonitor")
+    assert said == {(MONITORING_NS, "it-control-token-file")}, said
+
+
+def test_a_prometheus_without_namespace_selectors_misses_the_kueue_monitor(applied):
+    """A Prometheus without serviceMonitorNamespaceSelector looks only in its own namespace
+    (prometheus-operator/prometheus-operator#5917): fairgpu's Kueue ServiceMonitor is in Kueue's, so a Prometheus
+    Operator already there must select that namespace too (README, Monitoring)."""
+    # Every ServiceMonitor was there before the operator started (it syncs its caches before it reconciles), so
+    # the first configuration is complete; the Prometheus with namespace selectors has the Kueue job.
+    generated(applied, CHART_PROMETHEUS, [KUEUE_SM])
+    jobs, _doc = generated(applied, "own-namespace", [DCGM_SM])
+    assert KUEUE_SM not in jobs
+
+
+def ca_pem():
+    """A self-signed CA certificate (PEM), as cert-manager would put in kueue-metrics-server-cert's ca.crt."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "it-kueue-metrics-ca")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def test_a_kueue_ca_from_a_secret_reaches_prometheus_as_a_tls_asset(applied):
+    """monitoring_kueue_metrics_ca (Kueue's chart with cert-manager): the operator copies the CA from the Secret in
+    Kueue's namespace into the Prometheus's TLS assets and points ca_file there; the certificate is verified against
+    the DNS name Kueue's chart issues it for. Last: it changes the objects the tests above read."""
+    core = k8s.CoreV1Api(applied["api"])
+    pem = ca_pem()
+    core.create_namespaced_secret(KUEUE_NS, {"metadata": {"name": "kueue-metrics-server-cert"},
+                                             "stringData": {"ca.crt": pem}})
+    run = run_role({"monitoring_kueue_metrics_ca": {"secret": {"name": "kueue-metrics-server-cert", "key": "ca.crt"}}})
+    assert run.rc == 0, run.messages()
+
+    def verified():
+        jobs, _doc = generated(applied, CHART_PROMETHEUS, [KUEUE_SM])
+        return jobs[KUEUE_SM] if "ca_file" in jobs[KUEUE_SM].get("tls_config", {}) else None
+    job = wait_until(verified, 60, what="the Kueue job to verify Kueue's certificate")
+    assert job["tls_config"]["server_name"] == "kueue-controller-manager-metrics-service.%s.svc" % KUEUE_NS
+    assert sorted(job["tls_config"]) == ["ca_file", "server_name"]  # no insecure_skip_verify any more
+    # The file is one of the TLS assets the operator mounts at /etc/prometheus/certs (v0.85.0 names it
+    # <index>_<namespace>_<secret>_<key>), and holds the CA of the Secret in Kueue's namespace.
+    directory, asset = os.path.split(job["tls_config"]["ca_file"])
+    assert directory == "/etc/prometheus/certs" and asset.endswith("_%s_kueue-metrics-server-cert_ca.crt" % KUEUE_NS)
+    assert secret_text(core, MONITORING_NS, "prometheus-%s-tls-assets-0" % CHART_PROMETHEUS, asset).decode() == pem
+    assert job["authorization"] == {"type": "Bearer", "credentials": applied["token"]}
