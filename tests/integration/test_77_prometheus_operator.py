@@ -46,15 +46,15 @@ INTERVAL = "30s"  # monitoring_scrape_interval in helm mode (roles/monitoring/de
 TENANTS = [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b", "team-b-dev"]}]
 VARS = {
     "cluster_name": NAME, "validate_results_dir": os.path.join(ROOT, "results", "it-promop"),
-    "run_local_ports": {"kueue_webhook": 23443, "kueue_metrics": 23444, "kueue_health": 23081, "prometheus": 23090,
-                        "dcgm_exporter": 23400},
+    "run_local_ports": {"kueue_webhook": 31443, "kueue_metrics": 31444, "kueue_health": 31081, "prometheus": 31090,
+                        "dcgm_exporter": 31400},
     "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "monitoring_tenants": TENANTS,
     # An override of the shipped rule file's for: (the local inventory's 60 s would apply otherwise).
     "monitoring_alert_for": {"FairgpuTenantOverGuarantee": "7m"},
 }
-OPERATOR_LISTEN = "127.0.0.1:23080"
+OPERATOR_LISTEN = "127.0.0.1:31080"
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
 RULES_FILE = os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")
 # The Prometheus Operator's CRDs its Prometheus controller reads (example/prometheus-operator-crd of the module);
