@@ -5,17 +5,19 @@ its GFD labels under the single strategy from a real node (issue 13, Done when).
 
 import copy
 import json
+import re
 
 import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import (
     NvidiaSmiParseError, mig_tree, parse_compute_instances, parse_gpu_instance_placements, parse_gpu_instance_profiles,
-    parse_gpu_instances, parse_list, parse_table)
+    parse_gpu_instances, parse_list, parse_mig_devices, parse_query_gpu, parse_table)
 from test_mig_wait import CONFIG, STATE, real_node, relabel
 from test_nvidia_smi import fixture
 
@@ -29,7 +31,9 @@ NVL_REPORT = {"mig -lgip": NVL_LGIP, "mig -lgipp": NVL_LGIPP}
 A100_580 = {"-L": fixture("L-a100-40gb-r580-2x1c.2g.10gb.txt"), "mig -lgi": fixture("mig-lgi-a100-40gb-r580-4g-2g-1g.txt"),
             "mig -lci": fixture("mig-lci-a100-40gb-r580-2x1c.2g.10gb.txt"), "mig -lgip": fixture("mig-lgip-a100-40gb-r580.txt"),
             "nvidia-smi": fixture("table-r580-a100-40gb-4g-2x1c.2g-1g.txt")}
-TABLES = ["table-r535-a800-mig-enabled.txt", "table-r535-a100-pcie-mig-on-and-off.txt",
+TABLES = ["table-r580-rtx-pro-6000-mig-on-no-instances.txt", "table-r580-rtx-pro-6000-in-a-mig-container.txt",
+          "table-r510-a100-80gb-in-a-mig-pod-excerpt.txt", "table-r535-a100-80gb-in-a-mig-pod-excerpt.txt",
+          "table-r535-a800-mig-enabled.txt", "table-r535-a100-pcie-mig-on-and-off.txt",
           "table-r560-h100-nvl-mig-3g-1g-1g.txt", "table-r580-a100-40gb-4g-2x1c.2g-1g.txt",
           "table-r580-a100-mig-disabled.txt"]
 
@@ -90,7 +94,7 @@ def test_r535_table_with_one_gpu_in_mig_and_one_whole():
 
 @pytest.mark.parametrize("name", TABLES)
 def test_every_captured_table_is_recognised_by_the_other_parsers(name):
-    """Three column layouts (R535's 87 columns, R560 and R580's 89 with different Processes and MIG headers):
+    """Four column layouts (R510's 79 columns, R535's 87, R560 and R580's 89 with different Processes and MIG headers):
     the table parser reads each, and the -L and -lgip parsers refuse each, saying it is the full table."""
     text = fixture(name)
     assert parse_table(text)["gpus"]
@@ -238,3 +242,82 @@ def test_h100_nvl_single_strategy_wait_and_result_on_the_real_labels():
     short["status"]["allocatable"]["nvidia.com/gpu"] = "6"
     assert mig_nodes.node_result_errors(NVL_LAYOUTS, "all-1g.12gb", [short], "single", [before], reports) == [
         "node gpu-node-0: advertises nvidia.com/gpu 6, expected 7"]
+
+
+POD_TABLES = {"r510": fixture("table-r510-a100-80gb-in-a-mig-pod-excerpt.txt"),
+              "r535": fixture("table-r535-a100-80gb-in-a-mig-pod-excerpt.txt"),
+              "r580": fixture("table-r580-rtx-pro-6000-in-a-mig-container.txt")}
+
+
+@pytest.mark.parametrize("name, driver, index", [("r510", "510.108.03", 0), ("r535", "535.104.05", 3),
+                                                 ("r580", "580.105.08", 0)])
+def test_a_pod_given_only_mig_devices_sees_no_gpu_memory(name, driver, index):
+    """Inside a pod that holds MIG devices (where fairgpu's validation and the GPU Operator's pods run nvidia-smi)
+    the parent GPU's Memory-Usage is N/A (ollama/ollama#1500, NVIDIA/DCGM#152). Both real captures used to stop the
+    table parser ("expected '<used>MiB / <total>MiB'"); N/A is now a value not reported, None, never 0."""
+    table = parse_table(POD_TABLES[name])
+    assert table["driver_version"] == driver
+    (gpu,) = table["gpus"]
+    assert (gpu["index"], gpu["mig_mode"], gpu["utilization"]) == (index, "Enabled", None)
+    assert (gpu["memory_used_mib"], gpu["memory_total_mib"]) == (None, None)
+    # A cell that is neither is still refused, naming both forms.
+    broken, replaced = re.subn(r"\|(\s+)N/A(\s+)\|(\s+N/A\s+Default)", r"|\1???\2|\3", POD_TABLES[name], count=1)
+    assert replaced == 1
+    with pytest.raises(NvidiaSmiParseError, match="expected '<used>MiB / <total>MiB' or 'N/A'"):
+        parse_table(broken)
+
+
+def test_query_gpu_in_a_mig_pod_has_no_memory_figure():
+    """ollama/ollama#932: in a container with a MIG device, `nvidia-smi --query-gpu=memory.free
+    --format=csv,noheader,nounits` prints "[Insufficient Permissions]": not reported, None (it used to come back
+    as that string, or with a unit in the header as a parse error)."""
+    assert parse_query_gpu("[Insufficient Permissions]\n", fields=["memory.free"]) == [{"memory.free": None}]
+    assert parse_query_gpu("memory.free [MiB]\n[Insufficient Permissions]\n") == [{"memory.free": None}]
+
+
+RTX = "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition"
+RTX_LGIP = fixture("mig-lgip-rtx-pro-6000-r580.txt")
+
+
+def test_r580_no_mig_devices_found_is_a_state_and_graphics_processes_have_no_instance():
+    """R580 prints "No MIG devices found" inside the MIG devices box when MIG is on without instances; the real
+    capture used to stop the parser ("not a row of the nvidia-smi 'MIG devices' table"). Its processes are graphics
+    ones outside any MIG device: GI and CI N/A, None."""
+    text = fixture("table-r580-rtx-pro-6000-mig-on-no-instances.txt")
+    table = parse_table(text)
+    assert [(g["name"], g["mig_mode"], g["memory_total_mib"]) for g in table["gpus"]] == [
+        ("NVIDIA RTX PRO 6000 Blac...", "Enabled", 97887)]
+    assert table["mig_devices"] == [] and parse_mig_devices(text) == []
+    assert [(p["pid"], p["type"], p["gi_id"], p["ci_id"], p["name"], p["memory_mib"]) for p in table["processes"]] == [
+        (2019, "G", None, None, "/usr/lib/xorg/Xorg", 10), (2154, "G", None, None, "/usr/bin/gnome-shell", 17)]
+    # The same machine in a container given the 1g.24gb it then created: one device, 24192 MiB, as -lgip says.
+    (device,) = parse_table(fixture("table-r580-rtx-pro-6000-in-a-mig-container.txt"))["mig_devices"]
+    lgip = by_id(RTX_LGIP)
+    assert (device["gi_id"], device["memory_total_mib"], device["sm"]) == (3, lgip[14]["memory_mib"], lgip[14]["sm"])
+
+
+def test_every_resource_name_form_from_a_real_lgip():
+    """The RTX PRO 6000's -lgip prints every profile suffix there is: the device plugin's names for them
+    (k8s-device-plugin v0.20.0 internal/rm/rm.go, go-nvlib v0.12.0 mig_profile.go), matched by profile ID, with
+    go-nvlib's memory figures from the GPU's 97887 MiB equal to the printed ones."""
+    rows = parse_gpu_instance_profiles(RTX_LGIP)
+    names = resources.lgip_resources(rows, 97887)
+    assert names == {
+        14: "nvidia.com/mig-1g.24gb", 21: "nvidia.com/mig-1g.24gb.me", 47: "nvidia.com/mig-1g.24gb.gfx",
+        65: "nvidia.com/mig-1g.24gb.me.all", 67: "nvidia.com/mig-1g.24gb-me", 5: "nvidia.com/mig-2g.48gb",
+        35: "nvidia.com/mig-2g.48gb.gfx", 64: "nvidia.com/mig-2g.48gb.me.all", 66: "nvidia.com/mig-2g.48gb-me",
+        0: "nvidia.com/mig-4g.96gb", 32: "nvidia.com/mig-4g.96gb.gfx"}
+    assert names == resources.lgip_resources(rows)
+    assert all(resources.is_mig_resource(name) for name in names.values())
+
+
+def test_rtx_pro_6000_without_lgipp_is_asked_for_it():
+    """No public -lgipp of an RTX PRO 6000 was found: from its -lgip alone the layout check cannot place its
+    instances, and says so instead of guessing."""
+    before = real_node({"nvidia.com/gpu.product": RTX, "nvidia.com/gpu.count": "1", CONFIG: "all-disabled",
+                        STATE: "success", "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "1"})
+    layout = {"version": "v1", "mig-configs": {
+        "all-1g.24gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb": 4}}]}}
+    (error,) = mig_nodes.node_errors(layout, "all-1g.24gb", [before], "mixed", {},
+                                     {"gpu-node-0": {"mig -lgip": RTX_LGIP}})
+    assert error.startswith("node gpu-node-0 (1 x %s): " % RTX) and "no nvidia-smi mig -lgipp output" in error

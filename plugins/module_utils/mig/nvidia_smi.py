@@ -29,8 +29,11 @@ GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)$")
 MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-(?:GPU-)?[0-9A-Fa-f-]+)(?:/(\d+)/(\d+))?\)$")
 # Answers of `nvidia-smi mig -lgi|-lci|-lgip` when there is nothing to list, e.g. "No GPU instances found: Not Found"
 NOTHING_FOUND = re.compile(r"^No .*(found|Found)")
-# Values --query-gpu prints for a field the GPU or driver does not report.
-MISSING_VALUES = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "")
+# Values --query-gpu prints for a field the GPU or driver does not report, or the caller may not read: inside a
+# container given only MIG devices, memory.* is "[Insufficient Permissions]" (ollama/ollama#932; the device plugin
+# hits the same NVML answer, NVIDIA/k8s-device-plugin#1683).
+MISSING_VALUES = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Insufficient Permissions]",
+                  "Insufficient Permissions", "")
 # --query-gpu fields whose values are whole numbers even without a unit.
 INTEGER_FIELDS = ("index", "count")
 QUERY_FIELD = re.compile(r"^[a-z_][a-z0-9_.]*( \[[^\]]+\])?$")
@@ -159,9 +162,12 @@ def _gpu_record(record):
         number, second = rest[0]
         cells = _cells(second)
         memory = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", cells[1]) if len(cells) >= 3 else None
-        if not memory:
-            _fail(number, second, "not a GPU row of the nvidia-smi table: expected '<used>MiB / <total>MiB'")
-        gpu["memory_used_mib"], gpu["memory_total_mib"] = int(memory.group(1)), int(memory.group(2))
+        if memory:
+            gpu["memory_used_mib"], gpu["memory_total_mib"] = int(memory.group(1)), int(memory.group(2))
+        elif len(cells) < 3 or cells[1] != "N/A":
+            # N/A: in a pod given only MIG devices the parent GPU's memory is not readable (ollama/ollama#1500,
+            # NVIDIA/DCGM#152): not reported, left None.
+            _fail(number, second, "not a GPU row of the nvidia-smi table: expected '<used>MiB / <total>MiB' or 'N/A'")
         util = re.match(r"^(\d+%|N/A)\s+(.+)$", cells[2])
         if util:
             # Under MIG the GPU's utilisation is not reported: N/A, never 0.
@@ -171,6 +177,14 @@ def _gpu_record(record):
         mode = _cells(rest[1][1])[-1]
         gpu["mig_mode"] = mode if mode in ("Enabled", "Disabled") else None
     return gpu
+
+
+def _mig_records(records):
+    """The MIG devices of a 'MIG devices' box's records; none for "No MIG devices found", what R580 prints in the box
+    when MIG is on without instances (a state, not an error; a real capture in fixtures/nvidia-smi/)."""
+    if len(records) == 1 and NOTHING_FOUND.match(_cells(records[0][0][1])[0]):
+        return []
+    return [_mig_record(record) for record in records]
 
 
 def _mig_record(record):
@@ -209,7 +223,7 @@ def parse_mig_devices(text):
     for index, (number, line) in enumerate(lines):
         if line.lstrip().startswith("|") and _cells(line)[0].split()[:2] == ["MIG", "devices:"]:
             records, _end = _records(lines, index + 1)
-            return [_mig_record(record) for record in records]
+            return _mig_records(records)
     raise NvidiaSmiParseError("not the 'MIG devices' box of the nvidia-smi table: no '| MIG devices:' line%s"
                               % _other_format(text))
 
@@ -218,8 +232,8 @@ def parse_table(text):
     """Parse the full ``nvidia-smi`` table (the boxed layouts of driver branches 470 to 580).
 
     Returns ``{"nvidia_smi_version", "driver_version", "cuda_version", "gpus": [{"index", "name",
-    "persistence_mode", "bus_id", "ecc", "memory_used_mib", "memory_total_mib", "utilization" (int % or None: N/A
-    under MIG), "compute_mode", "mig_mode" ("Enabled" | "Disabled" | None: N/A)}], "mig_devices": [{"gpu",
+    "persistence_mode", "bus_id", "ecc", "memory_used_mib", "memory_total_mib" (None: N/A, as in a pod given only
+    MIG devices), "utilization" (int % or None: N/A under MIG), "compute_mode", "mig_mode" ("Enabled" | "Disabled" | None: N/A)}], "mig_devices": [{"gpu",
     "gi_id", "ci_id", "mig_device", "memory_used_mib", "memory_total_mib", "sm"}], "processes": [{"gpu", "gi_id",
     "ci_id" (None: N/A, not a MIG device), "pid", "type", "name", "memory_mib"}]}``. Sections the output lacks are
     empty lists; a capture cut short after the GPU rows keeps what it has. Raises NvidiaSmiParseError for text
@@ -245,7 +259,7 @@ def parse_table(text):
             result["gpus"] = [_gpu_record(record) for record in records]
         elif words[:2] == ["MIG", "devices:"]:
             records, index = _records(lines, index + 1)
-            result["mig_devices"] = [_mig_record(record) for record in records]
+            result["mig_devices"] = _mig_records(records)
         elif words[:1] == ["Processes:"]:
             header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
             records, index = _records(lines, index)
