@@ -321,3 +321,23 @@ def test_rtx_pro_6000_without_lgipp_is_asked_for_it():
     (error,) = mig_nodes.node_errors(layout, "all-1g.24gb", [before], "mixed", {},
                                      {"gpu-node-0": {"mig -lgip": RTX_LGIP}})
     assert error.startswith("node gpu-node-0 (1 x %s): " % RTX) and "no nvidia-smi mig -lgipp output" in error
+
+
+def test_capacity_and_flavor_under_single_read_the_mig_product_gfd_publishes():
+    """Issue 13 item 6, the tenants' side: under single with MIG on, GFD's nvidia.com/gpu.product is the MIG device's
+    (real H100 NVL node, NVIDIA/dcgm-exporter#397) and the MIG devices are nvidia.com/gpu. The capacity is read per
+    that label, and the ResourceFlavor selects the nodes by the very value the node carries, so the nodeSelector
+    Kueue adds to admitted pods matches it."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_object, gpu_flavors
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import cluster_capacity
+
+    labels = real_single_nvl_labels()
+    node = {"metadata": {"name": "gpu-node-0", "labels": labels},
+            "status": {"allocatable": {"cpu": "40", "memory": "320Gi", "nvidia.com/gpu": "7", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    capacity = cluster_capacity([node])
+    assert capacity["products"] == {"NVIDIA-H100-NVL-MIG-1g.12gb": {"nvidia.com/gpu": 7}}
+    assert "NVIDIA-H100-NVL-MIG-1g.12gb" not in capacity["sharing"], "replicas 1: not a shared GPU"
+    (flavor,) = gpu_flavors(capacity["products"])
+    selector = flavor_object(flavor)["spec"]["nodeLabels"]
+    assert all(labels.get(key) == value for key, value in selector.items())

@@ -125,7 +125,9 @@ def test_model_outside_the_catalogue_is_checked_from_its_own_report():
 
 
 def test_observed_state_with_driver_names_needs_no_catalogue():
-    # A100-80GB drivers print the full profile as 7g.79gb; the device plugin names it mig-7g.80gb (go-nvlib).
+    # A100-80GB drivers print the full profile as 7g.79gb; the device plugin names it mig-7g.80gb (go-nvlib): seen in
+    # the field, nebuly-ai/nos#51 (the plugin's log "Starting GRPC server for 'nvidia.com/mig-7g.80gb'" while the
+    # profile asked for was 7g.79gb). No public -lgip printing 7g.79gb was found, so a real R570 -lgip is renamed.
     outputs = {"-L": "GPU 0: NVIDIA Future GPU (UUID: GPU-00000001-0000-4000-8000-000000000001)\n"
                      "  MIG 7g.79gb     Device  0: (UUID: MIG-00000002-0000-4000-8000-000000000002)\n",
                "mig -lgi": "+----------------------------------------------------+\n"
