@@ -341,3 +341,25 @@ def test_capacity_and_flavor_under_single_read_the_mig_product_gfd_publishes():
     (flavor,) = gpu_flavors(capacity["products"])
     selector = flavor_object(flavor)["spec"]["nodeLabels"]
     assert all(labels.get(key) == value for key, value in selector.items())
+
+
+def test_a_layout_named_for_another_sku_is_refused_by_name_from_lgip_alone():
+    """NVIDIA/mig-parted#227: on some GB200s mig-parted fails because their profiles are named 1g.23gb where the
+    GPU Operator's GB200 configs (NVIDIA/gpu-operator#1303) say 1g.24gb. Without -lgipp the placements are unknown,
+    but a profile the node's own -lgip does not list is what is wrong, and the message says so and what it offers;
+    a layout the -lgip does name still asks for -lgipp."""
+    gb200 = real_node({"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/gpu.count": "4", CONFIG: "all-disabled",
+                       STATE: "success", "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "4"})
+    reports = {"gpu-node-0": {"mig -lgip": fixture("mig-lgip-gb200-excerpt.txt")}}
+    layouts = {"version": "v1", "mig-configs": {
+        "all-1g.24gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb": 7}}],
+        "all-1g.23gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.23gb": 7}}],
+        # An entry for another model (its PCI device ID) is not judged by this node's names.
+        "filtered": [{"device-filter": "0x2B8510DE", "devices": "all", "mig-enabled": True,
+                      "mig-devices": {"1g.24gb": 7}}]}}
+    assert mig_nodes.node_errors(layouts, "all-1g.24gb", [gb200], "mixed", {}, reports) == [
+        "node gpu-node-0 (4 x NVIDIA-GB200): mig_config_selected 'all-1g.24gb' asks for MIG profile '1g.24gb', which "
+        "the node's nvidia-smi mig -lgip does not list; it offers 1g.23gb, 1g.23gb+me, 1g.47gb"]
+    for name in ("all-1g.23gb", "filtered"):
+        (error,) = mig_nodes.node_errors(layouts, name, [gb200], "mixed", {}, reports)
+        assert "no nvidia-smi mig -lgipp output" in error
