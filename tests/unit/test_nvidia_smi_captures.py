@@ -17,7 +17,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import (
     NvidiaSmiParseError, mig_tree, parse_compute_instances, parse_gpu_instance_placements, parse_gpu_instance_profiles,
-    parse_gpu_instances, parse_list, parse_mig_devices, parse_query_gpu, parse_table)
+    parse_gpu_instances, parse_list, parse_mig_devices, parse_processes, parse_query_gpu, parse_table)
 from test_mig_wait import CONFIG, STATE, real_node, relabel
 from test_nvidia_smi import fixture
 
@@ -363,3 +363,19 @@ def test_a_layout_named_for_another_sku_is_refused_by_name_from_lgip_alone():
     for name in ("all-1g.23gb", "filtered"):
         (error,) = mig_nodes.node_errors(layouts, name, [gb200], "mixed", {}, reports)
         assert "no nvidia-smi mig -lgipp output" in error
+
+
+def test_a_real_processes_box_with_gpu_and_compute_instance_ids():
+    """No public 5xx table shows processes on MIG devices (every capture found says "No running processes found" or
+    lists graphics processes outside MIG); this R510 box does: GPU 0 is whole (GI/CI N/A, None), the others run
+    processes on GPU instances 3, 4 and 5."""
+    rows = parse_processes(fixture("processes-box-a100-80gb-r510-mig.txt"))
+    assert [(r["gpu"], r["gi_id"], r["ci_id"], r["pid"], r["type"], r["name"], r["memory_mib"]) for r in rows] == [
+        (0, None, None, 23824, "C", "python", 10725), (0, None, None, 33724, "C", "tritonserver", 12247),
+        (1, 3, 0, 34965, "C", "python", 14195), (1, 3, 0, 56016, "C", "python3", 149),
+        (1, 5, 0, 46505, "C", "python", 9807), (2, 3, 0, 26294, "C", "python", 15191),
+        (3, 4, 0, 46064, "C", "python", 9833)]
+    # The same parser reads the box inside a whole table, and refuses text without one, naming what it got.
+    assert parse_processes(fixture("table-r580-rtx-pro-6000-mig-on-no-instances.txt"))[0]["name"] == "/usr/lib/xorg/Xorg"
+    with pytest.raises(NvidiaSmiParseError, match="not the 'Processes' box .*this is nvidia-smi mig -lgip output"):
+        parse_processes(RTX_LGIP)

@@ -13,6 +13,8 @@ A line that does not fit the format raises NvidiaSmiParseError naming its line n
 - ``parse_gpu_instances``: ``nvidia-smi mig -lgi``.
 - ``parse_compute_instances``: ``nvidia-smi mig -lci`` (with or without the Placement column).
 - ``parse_query_gpu``: ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``.
+- ``parse_table``: the full ``nvidia-smi`` table; ``parse_mig_devices`` and ``parse_processes``: its "MIG devices" and
+  "Processes" boxes given on their own.
 - ``mig_tree`` and ``profile_counts`` combine them.
 
 The three ``mig`` tables are read by words, not by column positions: their widths differ between driver
@@ -228,6 +230,25 @@ def parse_mig_devices(text):
                               % _other_format(text))
 
 
+def _processes(lines, index):
+    """The process rows of the Processes box whose title line is ``lines[index]``; (rows, index after the box)."""
+    header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
+    records, end = _records(lines, index)
+    rows = [_process_row(n, l, "GI" in header) for record in records for n, l in record]
+    return [row for row in rows if row is not None], end
+
+
+def parse_processes(text):
+    """Parse the "Processes" box of the ``nvidia-smi`` table given on its own (as users paste it): the
+    ``processes`` list of ``parse_table``. Raises NvidiaSmiParseError for text without that box."""
+    lines = [(number, line.rstrip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for index, (number, line) in enumerate(lines):
+        if line.lstrip().startswith("|") and _cells(line)[0].split()[:1] == ["Processes:"]:
+            return _processes(lines, index)[0]
+    raise NvidiaSmiParseError("not the 'Processes' box of the nvidia-smi table: no '| Processes:' line%s"
+                              % _other_format(text))
+
+
 def parse_table(text):
     """Parse the full ``nvidia-smi`` table (the boxed layouts of driver branches 470 to 580).
 
@@ -261,10 +282,7 @@ def parse_table(text):
             records, index = _records(lines, index + 1)
             result["mig_devices"] = _mig_records(records)
         elif words[:1] == ["Processes:"]:
-            header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
-            records, index = _records(lines, index)
-            rows = [_process_row(n, l, "GI" in header) for record in records for n, l in record]
-            result["processes"] = [row for row in rows if row is not None]
+            result["processes"], index = _processes(lines, index)
         else:
             index += 1
     return result
