@@ -177,8 +177,9 @@ def test_the_nodes_own_profile_list_is_the_authority():
         "node gpu-node-0: its nvidia-smi MIG report cannot be read")
 
 
-# The GPU model of test_nvidia_smi_full (real 7-slice -lgip of an H100 PCIe, driver R570, and the MIG User Guide's
-# -lgipp) under a product name the built-in catalogue lacks: the node's discovered report decides.
+# The GPU model of test_nvidia_smi_full (real 7-slice -lgip of an H100 PCIe, driver R570, and the real -lgipp of an
+# H100 NVL, driver 560) under a product name the built-in catalogue lacks: the node's discovered report decides. A
+# real model the catalogue lacks, from one machine's own outputs: test_nvidia_smi_captures (H100 NVL).
 FUTURE = "NVIDIA-Future-GPU"
 
 

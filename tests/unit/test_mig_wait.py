@@ -249,7 +249,7 @@ def test_single_strategy_stale_success_of_another_profile_is_waited_out():
 
 
 def test_a_model_outside_the_catalogue_is_waited_for_from_its_own_report():
-    """test_mig_config's FUTURE model (a real R570 -lgip and the MIG User Guide's -lgipp under a name the built-in
+    """test_mig_config's FUTURE model (a real R570 -lgip and a real R560 -lgipp under a name the built-in
     catalogue lacks): the wait's resource and label checks use the node's report, not the catalogue."""
     from test_mig_config import FUTURE
     from test_nvidia_smi_full import LGIP, LGIPP
@@ -274,9 +274,11 @@ def test_a_model_outside_the_catalogue_is_waited_for_from_its_own_report():
 
 def test_a_real_b200_is_checked_and_waited_for_from_its_own_report():
     """NVIDIA B200, which the built-in catalogue lacks: its real -lgip (gpu-operator#1242, the first four
-    profiles). The capture has no -lgipp, so the check asks for it; the MIG User Guide's 7-slice -lgipp stands in
-    for it here (an assumption of this test, not a capture), after which the node's report decides fit, resource
-    names and the wait. The excerpt lacks 7g.180gb: the GPU's 7 compute slices come from 1g.23gb's 7/7."""
+    profiles). The capture has no -lgipp and no public B200 -lgipp was found, so the check asks for it; a real
+    7-slice -lgipp of another model (H100 NVL, fixtures/nvidia-smi/mig-lgipp-h100-nvl-r560.txt) stands in for it
+    here, an assumption of this test: the B200's placements are published nowhere. Then the node's report decides
+    fit, resource names and the wait. The excerpt lacks 7g.180gb: the GPU's 7 compute slices come from 1g.23gb's
+    7/7."""
     from test_nvidia_smi import fixture
     from test_nvidia_smi_full import LGIPP
 
@@ -328,7 +330,7 @@ def test_a_fresh_b200_is_judged_by_the_mig_manager_first_then_from_its_report():
     after["status"]["allocatable"] = {"nvidia.com/mig-1g.23gb": "56"}  # no nvidia.com/gpu: no whole GPU is left
     after["metadata"]["labels"]["nvidia.com/mig-1g.23gb.count"] = "56"
     assert mig_wait.node_progress(layout, "all-1g.23gb", after, "mixed", before, fresh)[0] == "ready"
-    # The result check, from the report read with MIG on (the real B200 -lgip; the guide's 7-slice -lgipp).
+    # The result check, from the report read with MIG on (the real B200 -lgip; the H100 NVL's -lgipp stands in).
     again = {"gpu-node-0": {"-L": listed, "mig -lgip": fixture("mig-lgip-b200-excerpt.txt"), "mig -lgipp": LGIPP}}
     assert mig_nodes.node_result_errors(layout, "all-1g.23gb", [after], "mixed", [before], again) == []
     after["status"]["allocatable"]["nvidia.com/mig-1g.23gb"] = "48"

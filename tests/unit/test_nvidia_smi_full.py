@@ -14,15 +14,9 @@ from test_nvidia_smi import fixture
 TABLE_R535 = fixture("table-r535-a800-mig-enabled.txt")
 TABLE_R580 = fixture("table-r580-a100-mig-disabled.txt")
 LGIP = fixture("mig-lgip-h100-pcie-r570-wide.txt")
-# `nvidia-smi mig -lgipp` as the MIG User Guide prints it for a 7-slice GPU (H100 NVL / H100 PCIe).
-LGIPP = """GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1
-GPU  0 Profile ID 20 Placements: {0,1,2,3,4,5,6}:1
-GPU  0 Profile ID 15 Placements: {0,2,4,6}:2
-GPU  0 Profile ID 14 Placements: {0,2,4}:2
-GPU  0 Profile ID  9 Placements: {0,4}:4
-GPU  0 Profile ID  5 Placement : {0}:4
-GPU  0 Profile ID  0 Placement : {0}:8
-"""
+# `nvidia-smi mig -lgipp` of a real 7-slice GPU (an H100 NVL, driver 560; the lines are those of the MIG User Guide's
+# example): fixtures/nvidia-smi/mig-lgipp-h100-nvl-r560.txt with its URL. It was typed in from the guide before.
+LGIPP = fixture("mig-lgipp-h100-nvl-r560.txt")
 
 
 def test_table_r535_mig_gpu_has_no_utilisation():
@@ -115,7 +109,7 @@ def test_lgipp():
     assert rows[-1] == {"gpu": 0, "profile_id": 0, "starts": [0], "size": 8}
 
 
-NEW_MODEL = "NVIDIA-Future-GPU"  # a model the catalogue lacks, with a real 7-slice -lgip and -lgipp
+NEW_MODEL = "NVIDIA-Future-GPU"  # a model the catalogue lacks: a real 7-slice -lgip (H100 PCIe) and -lgipp (H100 NVL)
 
 
 def test_model_outside_the_catalogue_is_checked_from_its_own_report():
@@ -131,7 +125,9 @@ def test_model_outside_the_catalogue_is_checked_from_its_own_report():
 
 
 def test_observed_state_with_driver_names_needs_no_catalogue():
-    # A100-80GB drivers print the full profile as 7g.79gb; the device plugin names it mig-7g.80gb (go-nvlib).
+    # A100-80GB drivers print the full profile as 7g.79gb; the device plugin names it mig-7g.80gb (go-nvlib): seen in
+    # the field, nebuly-ai/nos#51 (the plugin's log "Starting GRPC server for 'nvidia.com/mig-7g.80gb'" while the
+    # profile asked for was 7g.79gb). No public -lgip printing 7g.79gb was found, so a real R570 -lgip is renamed.
     outputs = {"-L": "GPU 0: NVIDIA Future GPU (UUID: GPU-00000001-0000-4000-8000-000000000001)\n"
                      "  MIG 7g.79gb     Device  0: (UUID: MIG-00000002-0000-4000-8000-000000000002)\n",
                "mig -lgi": "+----------------------------------------------------+\n"
@@ -171,7 +167,7 @@ def test_simulated_lgipp_reads_back_as_the_catalogue_placements():
     model = MIG_MODELS["NVIDIA-H100-80GB-HBM3"]
     assert [(r["gpu"], r["profile_id"], r["starts"], r["size"]) for r in rows] == [
         (gpu, p["id"], p["starts"], p["memory_slices"]) for gpu in (0, 1) for p in model["profiles"].values()]
-    # The User Guide's -lgipp of a 7-slice GPU is what the simulation prints for the H100.
+    # The real -lgipp of a 7-slice GPU (H100 NVL, driver 560) is what the simulation prints for the H100.
     assert outputs["mig -lgipp"].splitlines()[:7] == [line for line in LGIPP.splitlines() if line]
     assert simulated_nvidia_smi("gpu-node-0", "NVIDIA-H100-80GB-HBM3", 1)["mig -lgipp"] == "No MIG-enabled devices found.\n"
     result = mig_info(outputs)

@@ -42,6 +42,21 @@ def test_given_outputs_without_kubernetes(capsys, no_kubernetes):
                                             "nvidia.com/mig-1g.10gb": 3}
 
 
+def test_given_a_real_nodes_outputs_with_the_full_table(capsys, no_kubernetes):
+    """The module on five real outputs of one A100 (driver 580, test_nvidia_smi_captures.A100_580), the full
+    nvidia-smi table among them: it returns the table and judges the layout from the node's own -lgip."""
+    from test_nvidia_smi_captures import A100_580
+
+    expected = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
+                                                       "mig-devices": {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1}}]}}
+    result = run({"outputs": A100_580, "expected_config": expected, "expected_name": "x"}, capsys)
+    assert not result.get("failed"), result
+    assert result["table"]["driver_version"] == "580.126.09" and len(result["table"]["mig_devices"]) == 4
+    assert result["profiles_source"] == "node report" and result["matches"] is False
+    assert result["resources"]["mixed"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-4g.20gb": 1,
+                                            "nvidia.com/mig-1g.5gb": 1}
+
+
 def stand_in(tmp_path, outputs, fail=()):
     """A stand-in nvidia-smi printing ``outputs[" ".join(argv)]``; the commands in ``fail`` exit 6 as
     `nvidia-smi mig -lgi` does on a GPU without MIG."""

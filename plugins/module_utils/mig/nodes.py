@@ -162,7 +162,11 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
             errors.append("node %s: its nvidia-smi MIG report cannot be read: %s" % (node_name, exc))
             continue
         except mig_layout.MigLayoutError as exc:
-            errors.append("node %s (%d x %s): %s" % (node_name, count, product, exc))
+            # A model known only by its -lgip (no -lgipp): a profile the node does not list is what is wrong,
+            # whatever its placements (profile names differ between SKUs of one family: NVIDIA/mig-parted#227).
+            unoffered = _unoffered_profiles(document, name, report)
+            errors.extend("node %s (%d x %s): %s" % (node_name, count, product, problem)
+                          for problem in unoffered or [exc])
             continue
         problems = mig_layout.mig_config_errors(document, product, count, strategy, catalogue, selected=name)
         configs = document.get("mig-configs") if isinstance(document, dict) else None
@@ -171,6 +175,28 @@ def node_errors(document, name, nodes, strategy, lgip=None, reports=None):
                         % (name, ", ".join(sorted(configs)))]
         errors.extend("node %s (%d x %s): %s" % (node_name, count, product, problem) for problem in problems)
     return errors
+
+
+def _unoffered_profiles(document, name, report):
+    """Messages for the profiles config ``name`` of ``document`` asks for that the node's own ``nvidia-smi mig -lgip``
+    (in ``report``) does not list; [] when it lists them all or cannot say (no rows, another format). Entries with a
+    ``device-filter`` are left out: they may be meant for another model."""
+    lgip = (report or {}).get("mig -lgip") if isinstance(report, dict) else report
+    try:
+        rows = nvidia_smi.parse_gpu_instance_profiles(lgip) if lgip else []
+    except nvidia_smi.NvidiaSmiParseError:
+        return []
+    offered = [row["profile"] for row in rows if row["gpu"] == rows[0]["gpu"]] if rows else []
+    configs = document.get("mig-configs") if isinstance(document, dict) else None
+    entries = configs.get(name) if isinstance(configs, dict) else None
+    if not offered or not isinstance(entries, list):
+        return []
+    asked = []
+    for entry in entries:
+        devices = entry.get("mig-devices") if isinstance(entry, dict) and "device-filter" not in entry else None
+        asked.extend(profile for profile in (devices or {}) if isinstance(devices, dict) and profile not in asked)
+    return ["mig_config_selected %r asks for MIG profile %r, which the node's nvidia-smi mig -lgip does not list; it "
+            "offers %s" % (name, profile, ", ".join(offered)) for profile in asked if profile not in offered]
 
 
 def node_unchecked(nodes, lgip=None, reports=None):

@@ -13,6 +13,8 @@ A line that does not fit the format raises NvidiaSmiParseError naming its line n
 - ``parse_gpu_instances``: ``nvidia-smi mig -lgi``.
 - ``parse_compute_instances``: ``nvidia-smi mig -lci`` (with or without the Placement column).
 - ``parse_query_gpu``: ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``.
+- ``parse_table``: the full ``nvidia-smi`` table; ``parse_mig_devices`` and ``parse_processes``: its "MIG devices" and
+  "Processes" boxes given on their own.
 - ``mig_tree`` and ``profile_counts`` combine them.
 
 The three ``mig`` tables are read by words, not by column positions: their widths differ between driver
@@ -29,8 +31,11 @@ GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)$")
 MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-(?:GPU-)?[0-9A-Fa-f-]+)(?:/(\d+)/(\d+))?\)$")
 # Answers of `nvidia-smi mig -lgi|-lci|-lgip` when there is nothing to list, e.g. "No GPU instances found: Not Found"
 NOTHING_FOUND = re.compile(r"^No .*(found|Found)")
-# Values --query-gpu prints for a field the GPU or driver does not report.
-MISSING_VALUES = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "")
+# Values --query-gpu prints for a field the GPU or driver does not report, or the caller may not read: inside a
+# container given only MIG devices, memory.* is "[Insufficient Permissions]" (ollama/ollama#932; the device plugin
+# hits the same NVML answer, NVIDIA/k8s-device-plugin#1683).
+MISSING_VALUES = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Insufficient Permissions]",
+                  "Insufficient Permissions", "")
 # --query-gpu fields whose values are whole numbers even without a unit.
 INTEGER_FIELDS = ("index", "count")
 QUERY_FIELD = re.compile(r"^[a-z_][a-z0-9_.]*( \[[^\]]+\])?$")
@@ -159,9 +164,12 @@ def _gpu_record(record):
         number, second = rest[0]
         cells = _cells(second)
         memory = re.match(r"^(\d+)MiB\s*/\s*(\d+)MiB$", cells[1]) if len(cells) >= 3 else None
-        if not memory:
-            _fail(number, second, "not a GPU row of the nvidia-smi table: expected '<used>MiB / <total>MiB'")
-        gpu["memory_used_mib"], gpu["memory_total_mib"] = int(memory.group(1)), int(memory.group(2))
+        if memory:
+            gpu["memory_used_mib"], gpu["memory_total_mib"] = int(memory.group(1)), int(memory.group(2))
+        elif len(cells) < 3 or cells[1] != "N/A":
+            # N/A: in a pod given only MIG devices the parent GPU's memory is not readable (ollama/ollama#1500,
+            # NVIDIA/DCGM#152): not reported, left None.
+            _fail(number, second, "not a GPU row of the nvidia-smi table: expected '<used>MiB / <total>MiB' or 'N/A'")
         util = re.match(r"^(\d+%|N/A)\s+(.+)$", cells[2])
         if util:
             # Under MIG the GPU's utilisation is not reported: N/A, never 0.
@@ -171,6 +179,14 @@ def _gpu_record(record):
         mode = _cells(rest[1][1])[-1]
         gpu["mig_mode"] = mode if mode in ("Enabled", "Disabled") else None
     return gpu
+
+
+def _mig_records(records):
+    """The MIG devices of a 'MIG devices' box's records; none for "No MIG devices found", what R580 prints in the box
+    when MIG is on without instances (a state, not an error; a real capture in fixtures/nvidia-smi/)."""
+    if len(records) == 1 and NOTHING_FOUND.match(_cells(records[0][0][1])[0]):
+        return []
+    return [_mig_record(record) for record in records]
 
 
 def _mig_record(record):
@@ -209,8 +225,27 @@ def parse_mig_devices(text):
     for index, (number, line) in enumerate(lines):
         if line.lstrip().startswith("|") and _cells(line)[0].split()[:2] == ["MIG", "devices:"]:
             records, _end = _records(lines, index + 1)
-            return [_mig_record(record) for record in records]
+            return _mig_records(records)
     raise NvidiaSmiParseError("not the 'MIG devices' box of the nvidia-smi table: no '| MIG devices:' line%s"
+                              % _other_format(text))
+
+
+def _processes(lines, index):
+    """The process rows of the Processes box whose title line is ``lines[index]``; (rows, index after the box)."""
+    header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
+    records, end = _records(lines, index)
+    rows = [_process_row(n, l, "GI" in header) for record in records for n, l in record]
+    return [row for row in rows if row is not None], end
+
+
+def parse_processes(text):
+    """Parse the "Processes" box of the ``nvidia-smi`` table given on its own (as users paste it): the
+    ``processes`` list of ``parse_table``. Raises NvidiaSmiParseError for text without that box."""
+    lines = [(number, line.rstrip()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for index, (number, line) in enumerate(lines):
+        if line.lstrip().startswith("|") and _cells(line)[0].split()[:1] == ["Processes:"]:
+            return _processes(lines, index)[0]
+    raise NvidiaSmiParseError("not the 'Processes' box of the nvidia-smi table: no '| Processes:' line%s"
                               % _other_format(text))
 
 
@@ -218,8 +253,8 @@ def parse_table(text):
     """Parse the full ``nvidia-smi`` table (the boxed layouts of driver branches 470 to 580).
 
     Returns ``{"nvidia_smi_version", "driver_version", "cuda_version", "gpus": [{"index", "name",
-    "persistence_mode", "bus_id", "ecc", "memory_used_mib", "memory_total_mib", "utilization" (int % or None: N/A
-    under MIG), "compute_mode", "mig_mode" ("Enabled" | "Disabled" | None: N/A)}], "mig_devices": [{"gpu",
+    "persistence_mode", "bus_id", "ecc", "memory_used_mib", "memory_total_mib" (None: N/A, as in a pod given only
+    MIG devices), "utilization" (int % or None: N/A under MIG), "compute_mode", "mig_mode" ("Enabled" | "Disabled" | None: N/A)}], "mig_devices": [{"gpu",
     "gi_id", "ci_id", "mig_device", "memory_used_mib", "memory_total_mib", "sm"}], "processes": [{"gpu", "gi_id",
     "ci_id" (None: N/A, not a MIG device), "pid", "type", "name", "memory_mib"}]}``. Sections the output lacks are
     empty lists; a capture cut short after the GPU rows keeps what it has. Raises NvidiaSmiParseError for text
@@ -245,12 +280,9 @@ def parse_table(text):
             result["gpus"] = [_gpu_record(record) for record in records]
         elif words[:2] == ["MIG", "devices:"]:
             records, index = _records(lines, index + 1)
-            result["mig_devices"] = [_mig_record(record) for record in records]
+            result["mig_devices"] = _mig_records(records)
         elif words[:1] == ["Processes:"]:
-            header = _cells(lines[index + 1][1])[0].split() if index + 1 < len(lines) else []
-            records, index = _records(lines, index)
-            rows = [_process_row(n, l, "GI" in header) for record in records for n, l in record]
-            result["processes"] = [row for row in rows if row is not None]
+            result["processes"], index = _processes(lines, index)
         else:
             index += 1
     return result
