@@ -127,8 +127,10 @@ def test_a_driver_prints_other_memory_than_the_built_in_catalogue_and_the_node_w
     more per instance (9.75 GiB for 1g.10gb against 9856 MiB): the node's own figures are used."""
     node = mig_layout.catalogue_from_lgip(parse_gpu_instance_profiles(A100_580["mig -lgip"]), "NVIDIA-A100-SXM4-40GB")
     built_in = mig_layout.MIG_MODELS["NVIDIA-A100-SXM4-40GB"]
-    shape = lambda model: dict((name, (p["id"], p["max_instances"], p["compute_slices"], p["memory_slices"]))
-                               for name, p in model["profiles"].items())
+
+    def shape(model):
+        return dict((name, (p["id"], p["max_instances"], p["compute_slices"], p["memory_slices"]))
+                    for name, p in model["profiles"].items())
     assert shape(node) == shape(built_in)
     assert (node["profiles"]["1g.10gb"]["memory_mib"], built_in["profiles"]["1g.10gb"]["memory_mib"]) == (9984, 9856)
     assert mig_layout.profile_memory_mib("NVIDIA-A100-SXM4-40GB", "7g.40gb", node) == 40320
