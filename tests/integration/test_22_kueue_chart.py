@@ -13,6 +13,7 @@ import base64
 import glob
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -236,6 +237,29 @@ def test_the_visibility_api_is_registered_but_not_available_on_kwok(chart):
     assert service.spec.service.name == "kueue-visibility-server"
     available = [c for c in service.status.conditions or [] if c.type == "Available"]
     assert not available or available[0].status != "True"
+
+
+@pytest.mark.parametrize("which", ["missing", "other version"])
+def test_a_bad_local_chart_is_refused_before_the_release_changes(chart, which, tmp_path):
+    """helm ignores --version for a local chart: a stale .tgz or directory would be installed without a word."""
+    _run, api, record = chart
+    if which == "missing":
+        ref = str(tmp_path / "kueue-0.19.2.tgz")
+        expected = "kueue_chart_ref: %s does not exist; " % ref
+    else:
+        ref = str(tmp_path / "kueue")
+        shutil.copytree(record["chart"], ref)
+        with open(os.path.join(ref, "Chart.yaml")) as handle:
+            meta = yaml.safe_load(handle)
+        meta["version"] = "0.18.1"
+        with open(os.path.join(ref, "Chart.yaml"), "w") as handle:
+            yaml.safe_dump(meta, handle)
+        expected = "kueue_chart_ref: %s is chart version 0.18.1, but kueue_chart_version is 0.19.2" % ref
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(CHART, kueue_chart_ref=ref)))
+    assert run.rc != 0 and expected in run.messages(), run.messages()
+    assert not any("Install the Kueue chart" in t for t in run.changed_tasks())
+    secrets = k8s.CoreV1Api(api).list_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=kueue").items
+    assert [s.metadata.labels["version"] for s in secrets] == ["1"]
 
 
 def test_second_run_changes_nothing(chart):
