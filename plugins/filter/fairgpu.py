@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
@@ -45,6 +46,11 @@ class FilterModule(object):
             "node_pool_gpus": cluster_spec.total_gpus,
             "ready_node_names": cluster_spec.ready_node_names,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
+            "kueue_release_configuration": kueue_chart.release_configuration,
+            "kueue_chart_values": kueue_chart.chart_values,
+            "kueue_chart_ref_kind": kueue_chart.chart_ref_kind,
+            "kueue_chart_ref_errors": kueue_chart.chart_ref_errors,
+            "kueue_chart_object_names": kueue_chart.object_names,
             "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
             "isolation_errors": kueue_objects.isolation_errors,

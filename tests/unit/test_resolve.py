@@ -142,3 +142,16 @@ def test_a_variable_that_moved_is_refused_with_its_new_place():
                                                           "kueue_namespace"])["errors"]
     assert errors == ["kueue_namespace: no longer read; set run_namespaces.kueue instead",
                       "monitoring_prometheus_port: no longer read; set run_local_ports.prometheus instead"]
+
+
+def test_the_helm_client_is_on_path_unless_given():
+    assert run_settings("site", "existing")["helm_binary"] == ""
+    settings = run_settings("site", "existing", helm_binary="/opt/helm/bin/helm")
+    assert (settings["errors"], settings["helm_binary"]) == ([], "/opt/helm/bin/helm")
+
+
+@pytest.mark.parametrize("value", ["helm", "bin/helm", 3])
+def test_a_helm_client_that_is_not_an_absolute_path_is_refused(value):
+    settings = run_settings("site", "existing", helm_binary=value)
+    assert len(settings["errors"]) == 1 and settings["errors"][0].startswith("run_helm_binary: ")
+    assert settings["helm_binary"] == ""

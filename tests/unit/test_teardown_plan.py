@@ -49,9 +49,9 @@ def results(objects, cluster_queues=(), cohorts=(), secrets=()):
     return out
 
 
-def helm_secret(name, namespace, chart, values, version="1.0.0"):
+def helm_secret(name, namespace, chart, values, version="1.0.0", manifest=""):
     release = {"name": name, "namespace": namespace, "version": 1, "info": {"status": "deployed"},
-               "chart": {"metadata": {"name": chart, "version": version}}, "config": values}
+               "chart": {"metadata": {"name": chart, "version": version}}, "config": values, "manifest": manifest}
     stored = base64.b64encode(gzip.compress(json.dumps(release).encode()))
     return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
             "metadata": {"name": "sh.helm.release.v1.%s.v1" % name, "namespace": namespace,
@@ -203,7 +203,8 @@ def test_helm_releases_fairgpu_did_not_install_are_never_uninstalled():
     assert "driver" in keep["Helm release gpu-operator/gpu-operator (chart gpu-operator v25.10.1)"]
     assert not any("cert-manager" in what for what in keep)
     plan = teardown.teardown_plan(results([], secrets=secrets), EXISTING, confirm="prod-eu", uninstall_releases=True)
-    assert plan["uninstall"] == [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator"}]
+    assert plan["uninstall"] == [{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator",
+                                  "objects": []}]
     assert "Helm release kueue-system/kueue (chart kueue 0.19.2)" in {k["what"] for k in plan["keep"]}
     assert plan["message"] == "Confirmed for prod-eu: removing fairgpu's objects (0 deletions, 1 Helm releases)."
     # not confirmed: nothing at all, whatever the second flag says
@@ -272,3 +273,46 @@ def test_monitoring_helm_objects_are_all_removed_including_the_kueue_metrics_rea
     assert (deleted.index("Secret kueue-system/fairgpu-kueue-metrics-reader-token")
             < deleted.index("ServiceAccount kueue-system/fairgpu-kueue-metrics-reader"))
     assert plan["keep"] == []
+
+
+# As helm renders a manifest: "---" and a "# Source:" comment before each document.
+KUEUE_MANIFEST = """---
+# Source: kueue/templates/rbac/batch_admin_role.yaml
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kueue-batch-admin-role
+aggregationRule:
+  clusterRoleSelectors:
+  - matchLabels:
+      rbac.kueue.x-k8s.io/batch-admin: "true"
+---
+# Source: kueue/templates/manager/manager-config.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kueue-manager-config
+  namespace: 'kueue-system'
+---
+# Source: kueue/templates/webhook/service.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: kueue-webhook-service
+---
+# Source: kueue/templates/empty.yaml
+"""
+
+
+def test_an_uninstall_deletes_every_object_of_the_releases_manifest_again():
+    """helm uninstall --wait of Kueue's chart hangs: the clusterrole-aggregation controller re-creates the aggregated
+    ClusterRoles helm just deleted. The plan names every object of the manifest for a delete after the uninstall."""
+    secret = helm_secret("kueue", "kueue-system", "kueue", dict(teardown.RELEASE_MARKER), "0.19.2", KUEUE_MANIFEST)
+    plan = teardown.teardown_plan(results([], secrets=[secret]), EXISTING, confirm="prod-eu", uninstall_releases=True)
+    assert plan["uninstall"][0]["objects"] == [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "kueue-batch-admin-role", "namespace": "kueue-system"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kueue-webhook-service", "namespace": "kueue-system"}},
+    ]
+    assert teardown.release_objects("", "x") == [] and teardown.release_objects("--- 3\n--- {kind: A}", "x") == []

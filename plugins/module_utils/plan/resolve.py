@@ -150,7 +150,8 @@ def _merged(given, defaults, variable, errors):
 
 def run_settings(playbook, provider, requested_path=None, recorded_path=None, inventory_path=None,
                  mig_strategy=None, cluster="", cluster_name="fairgpu", local_ports=None, namespaces=None,
-                 ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=()):
+                 ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=(),
+                 helm_binary=""):
     """The run's settings for one inventory host.
 
     ``playbook``: one of PLAYBOOKS. ``provider``: ``cluster_provider``. ``requested_path``: ``-e path`` (None or ""
@@ -163,12 +164,15 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     ``state_dir``: the machine's fairgpu state directory (``~/.local/share/fairgpu``). ``toolchain_cache``: where
     the toolchain is built (``FAIRGPU_CACHE`` or ``~/.cache/fairgpu``). ``versions``: the pinned versions
     (``{NAME: value}`` of versions.env). ``host_variables``: the names of the variables the inventory and extra
-    vars set for the host; one of MOVED_VARIABLES is refused, naming where it went.
+    vars set for the host; one of MOVED_VARIABLES is refused, naming where it went. ``helm_binary``:
+    ``run_helm_binary``, the helm client of the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the
+    embedded cluster the toolchain's helm, built when a role first needs it).
 
     Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
     {"kueue", "gpu_operator", "monitoring"}, "mig_parted_config_name": the MIG manager's ConfigMap, "local":
-    {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value}}``; the run
+    {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value},
+    "helm_binary": str}``; the run
     role adds ``"connection": {"kubeconfig", "context"}``. Errors name the variable and the fix; with errors the
     other keys hold the defaults and must not be used.
     """
@@ -222,6 +226,12 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         errors.extend(local_port_errors(ports, ephemeral_range(ephemeral_ports)))
     ports = dict((name, int(value) if _is_port(value) else value) for name, value in ports.items())
     state_dir = str(state_dir or "").rstrip("/")
+    if helm_binary is None:
+        helm_binary = ""
+    if not isinstance(helm_binary, str) or (helm_binary.strip() and not helm_binary.startswith(("/", "~"))):
+        errors.append("run_helm_binary: %r is not the absolute path of a helm client; give one (such as "
+                      "/usr/local/bin/helm) or leave it empty for helm on PATH" % (helm_binary,))
+        helm_binary = ""
     return {
         "errors": errors, "playbook": playbook, "cluster": cluster, "cluster_name": cluster_name, "path": path,
         "path_source": path_source, "provider": provider, "modes": modes, "mig_strategy": strategy,
@@ -231,6 +241,7 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         "local": {"ports": ports, "state_dir": state_dir, "toolchain_cache": toolchain_cache,
                   "kueue_ca_dir": state_dir + "/kueue"},
         "versions": dict(versions or {}),
+        "helm_binary": helm_binary.strip(),
     }
 
 

@@ -33,6 +33,14 @@ The rules, by ``cluster_provider``:
     ``cleanupCRD`` hook deletes; NVIDIA/aicr#1553, driver modules left half unloaded on GPU nodes after
     ``helm uninstall gpu-operator``).
 
+  A release is uninstalled, then every object of its manifest (``release_objects``) is deleted again and waited
+  for: ``helm uninstall --wait`` of Kueue's chart never returns, because Kubernetes' clusterrole-aggregation
+  controller re-creates the chart's aggregated ClusterRoles (``kueue-batch-admin-role``, ``kueue-batch-user-role``)
+  right after helm deleted them. When their member roles go, the controller applies the aggregate's ``rules`` from
+  its informer's (stale) copy, with server-side apply, which creates an object that is gone (kubernetes v1.36.3
+  ``pkg/controller/clusterroleaggregation/clusterroleaggregation_controller.go``, ``syncClusterRole`` and
+  ``applyClusterRoles``; seen on every uninstall here).
+
   Deletion order (``DELETE_ORDER``): admission policies first (they act on every tenant namespace), then
   leftover validation Jobs, the Namespaces fairgpu created (their Jobs and Workloads with them: a ClusterQueue
   keeps Kueue's ``kueue.x-k8s.io/resource-in-use`` finalizer while it has admitted Workloads,
@@ -47,6 +55,7 @@ import base64
 import json
 import zlib
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API, GPU_POD_POLICY, GPU_PRODUCT_LABEL, JOB_POLICY, KUEUE_API, LIMIT_RANGE, LOAD_JOB_PREFIX,
     MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL,
@@ -228,7 +237,25 @@ def helm_release(secret):
                     "chart": chart.get("name"), "chart_version": chart.get("version"),
                     "values": _dict(decoded.get("config"))})
     release["marked"] = marked(release["values"])
+    release["manifest"] = decoded.get("manifest") or ""
     return release
+
+
+def release_objects(manifest, namespace):
+    """The objects of a release's rendered manifest (``helm get manifest``), as ``{"apiVersion", "kind",
+    "metadata": {"name"[, "namespace"]}}`` for a delete: a document without a namespace gets the release's
+    (kubernetes.core.k8s applies it only to namespaced kinds). Documents that are not objects are skipped."""
+    found = []
+    for doc in pyyaml.require().safe_load_all(manifest or ""):
+        if not isinstance(doc, dict) or not doc.get("kind") or not doc.get("apiVersion"):
+            continue
+        meta = _dict(doc.get("metadata"))
+        if not meta.get("name"):
+            continue
+        ref = {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": {"name": meta["name"]}}
+        ref["metadata"]["namespace"] = meta.get("namespace") or namespace
+        found.append(ref)
+    return found
 
 
 def marked(values):
@@ -393,7 +420,8 @@ def _plan_existing(plan, results, uninstall_releases):
                                                  "uninstall it" % (effect, UNINSTALL_FLAG)})
         else:
             plan["uninstall"].append({"name": release["name"], "namespace": release["namespace"],
-                                      "chart": release.get("chart")})
+                                      "chart": release.get("chart"),
+                                      "objects": release_objects(release.get("manifest"), release["namespace"])})
             lines.append("  uninstall %s: it %s" % (what, effect))
     if not plan["delete"] and not plan["uninstall"] and not plan["strip"]:
         lines.append("  nothing of fairgpu's to remove")
