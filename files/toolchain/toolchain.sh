@@ -52,6 +52,14 @@ with_heartbeat() {
 
 component_dir() { printf '%s/%s-%s' "$cache" "$1" "$2"; }
 
+# The directory of MODULE@VERSION in the Go module cache (downloaded through the proxy when missing).
+module_dir() {
+  local dir
+  dir=$(go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  [[ -d $dir ]] || die "could not download $1 from the Go module proxy"
+  printf '%s' "$dir"
+}
+
 kube_ldflags() {
   local v=$1 major minor
   IFS=. read -r major minor _ <<<"${v#v}"
@@ -107,7 +115,7 @@ build_kwok() {
     "sigs.k8s.io/kwok/cmd/kwok@$v" "sigs.k8s.io/kwok/cmd/kwokctl@$v"
   # kwok's own stages (node initialise and lease heartbeat, the general pod life cycle whose completion
   # honours the pod-complete.stage.kwok.x-k8s.io/delay annotation), read from the module at this version.
-  moddir=$(go mod download -json "sigs.k8s.io/kwok@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  moddir=$(module_dir "sigs.k8s.io/kwok@$v")
   rm -rf "$out/stages" && mkdir -p "$out/stages"
   awk 'FNR == 1 && NR > 1 {print "---"} {print}' "$moddir"/kustomize/stage/node/fast/node-initialize.yaml \
     "$moddir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
@@ -121,7 +129,7 @@ build_kueue() {
   say "building kueue $v"
   with_heartbeat "building kueue $v" env GOBIN="$out/bin" go install -trimpath \
     -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" "sigs.k8s.io/kueue/cmd/kueue@$v"
-  moddir=$(go mod download -json "sigs.k8s.io/kueue@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  moddir=$(module_dir "sigs.k8s.io/kueue@$v")
   # Upstream's own CRDs and webhook configurations, read from the module, never kept in this repository.
   rm -rf "$out/manifests/crd" && cp -r "$moddir/config/components/crd/bases" "$out/manifests/crd"
   cp "$moddir/config/components/webhook/manifests.yaml" "$out/manifests/webhook.yaml"
@@ -138,7 +146,7 @@ build_helm() {
   say "building helm $v"
   with_heartbeat "building helm $v" env GOBIN="$out/bin" go install -trimpath \
     -ldflags "-s -w -X $p.version=$v -X $p.gitTreeState=clean" "helm.sh/helm/v3/cmd/helm@$v"
-  moddir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  moddir=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
   [[ -d $moddir/charts/kueue ]] || die "sigs.k8s.io/kueue@$KUEUE_VERSION has no charts/kueue"
   rm -rf "$out/charts/kueue-$KUEUE_VERSION" && cp -r "$moddir/charts/kueue" "$out/charts/kueue-$KUEUE_VERSION"
   chmod -R u+w "$out/charts"
@@ -156,7 +164,7 @@ build_prometheus_operator() {
   (cd "$src" && with_heartbeat "building prometheus-operator $v" \
     go build -mod=mod -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
       -o "$out/bin/prometheus-operator" "$m/cmd/operator")
-  moddir=$(go mod download -json "$m@$v" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  moddir=$(module_dir "$m@$v")
   rm -rf "$out/crd" && cp -r "$moddir/example/prometheus-operator-crd" "$out/crd" && chmod -R u+w "$out/crd"
 }
 
