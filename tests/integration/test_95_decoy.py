@@ -533,6 +533,14 @@ def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch
     helm = kubectl_json(kubeconfig, "get", "secrets", "-A", "-l", "owner=helm")["items"]
     teardown = project.playbook("teardown", "-e", "teardown_confirm=target")
     assert teardown.rc == 0, teardown.messages()
+    # The cluster takes Jobs again: no webhook is left calling the stopped Kueue (failurePolicy Fail).
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "after-fairgpu", "namespace": "research"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "main", "image": "busybox"}]}}}}
+    created = kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(job))
+    assert created.returncode == 0, created.stderr
+    deleted = kubectl(kubeconfig, "delete", "job", "after-fairgpu", "-n", "research", "--cascade=foreground")
+    assert deleted.returncode == 0, deleted.stderr
     # fairgpu's own objects are gone, but for those someone else still uses.
     assert fairgpu_labelled(kubeconfig) == ["Cohort fairgpu", "ResourceFlavor nvidia-h100-80gb-hbm3"]
     names = kubectl(kubeconfig, "get", "namespaces", "-o", "name").stdout.split()
@@ -559,13 +567,6 @@ def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch
     before = watch["target_before"]
     assert after["processes"] == before["processes"] and all(cmd for pid, cmd in after["processes"].values())
     assert after["ports"] == before["ports"] and after["ports"]
-    # The cluster takes Jobs again: no webhook is left calling the stopped Kueue.
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "after-fairgpu", "namespace": "research"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "main", "image": "busybox"}]}}}}
-    created = kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(job))
-    assert created.returncode == 0, created.stderr
-    kubectl(kubeconfig, "delete", "job", "after-fairgpu", "-n", "research", "--wait=false")
     again = project.playbook("teardown", "-e", "teardown_confirm=target")
     assert again.rc == 0 and again.stats.get("changed", 0) == 0, again.changed_tasks()
 

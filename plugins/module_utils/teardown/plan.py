@@ -26,7 +26,9 @@ The rules, by ``cluster_provider``:
     every webhook's ``clientConfig.url`` on ``https://127.0.0.1:<run_local_ports.kueue_webhook>``, as
     ``kueue/webhooks.py`` points them): teardown stops that process, and left behind with their
     ``failurePolicy: Fail`` they would make the API server refuse every Job (and every Kueue object) of the
-    cluster. They go last, after the objects Kueue still had to release. Kueue's chart ships its CRDs as templates without ``helm.sh/resource-policy: keep`` (kueue v0.19.2
+    cluster ("failed calling webhook ... connection refused": the field report of a scheduler's webhooks left
+    after ``helm uninstall``, kai-scheduler/KAI-Scheduler#751; kyverno/kyverno#1726). They go last, after the
+    objects Kueue still had to release. Kueue's chart ships its CRDs as templates without ``helm.sh/resource-policy: keep`` (kueue v0.19.2
     ``charts/kueue/templates/crd/``), so deleting them, or uninstalling that chart, deletes every ClusterQueue,
     LocalQueue and Workload of the cluster, fairgpu's or not (the same trap: piraeusdatastore/helm-charts#101,
     volcano-sh/volcano#5727);
