@@ -65,6 +65,9 @@ KUEUE_CRDS = ("clusterqueues", "localqueues", "resourceflavors", "cohorts", "wor
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8, "groups": ["team-a"]},
            {"name": "team-b", "gpus": 8, "borrowing_limit": 8, "groups": ["team-b"]}]
+# The ports of a kwokctl cluster's components (kwok v0.8.0 KwokctlConfigurationOptions), from a first port on.
+CLUSTER_PORT_OPTIONS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
+                        "kubeSchedulerPort", "kwokControllerPort")
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
 
 
@@ -156,8 +159,9 @@ def cluster_objects(kubeconfig):
 class KwokCluster:
     """An embedded cluster made with kwokctl (not fairgpu), in a working directory of its own."""
 
-    def __init__(self, name, workdir, audit=False, stages=False):
+    def __init__(self, name, workdir, first_port, audit=False, stages=False):
         self.name, self.workdir, self.audit, self.stages = name, workdir, audit, stages
+        self.first_port = first_port
         self.env = dict(os.environ, KWOK_WORKDIR=workdir)
         self.dir = os.path.join(workdir, "clusters", name)
         self.kubeconfig = os.path.join(self.dir, "kubeconfig.yaml")
@@ -173,6 +177,9 @@ class KwokCluster:
                    "kubeControllerManagerBinary": binaries["kube-controller-manager"],
                    "kubeSchedulerBinary": binaries["kube-scheduler"], "kubectlBinary": binaries["kubectl"],
                    "etcdBinary": binaries["etcd"], "kwokControllerBinary": binaries["kwok"]}
+        # Ports of our own: kwokctl picks free ports when it looks and binds them later, so clusters created at the
+        # same time on this machine (other tests') were given the same ones (kubernetes-sigs/kwok#475).
+        options.update(zip(CLUSTER_PORT_OPTIONS, range(self.first_port, self.first_port + len(CLUSTER_PORT_OPTIONS))))
         with open(config, "w") as handle:
             yaml.safe_dump({"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
                             "options": options}, handle)
@@ -351,8 +358,8 @@ def clusters(tmp_path_factory):
     """The decoy (KUBECONFIG and ~/.kube/config point at it) and the target, both started with kwokctl; the
     user's ~/.kube/config restored and both clusters deleted after."""
     workdir = str(tmp_path_factory.mktemp("kwok"))
-    decoy = KwokCluster(DECOY, workdir, audit=True)
-    target = KwokCluster(TARGET, workdir, stages=True)
+    decoy = KwokCluster(DECOY, workdir, 22110, audit=True)
+    target = KwokCluster(TARGET, workdir, 22100, stages=True)
     backup = USER_KUBECONFIG + ".fairgpu-decoy-backup"
     had_config, had_dir = os.path.exists(USER_KUBECONFIG), os.path.isdir(os.path.dirname(USER_KUBECONFIG))
     try:
