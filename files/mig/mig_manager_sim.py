@@ -11,7 +11,7 @@ at start and on every change of it, plays the MIG manager's sequence on that nod
 step after the delay. It reads the mig-parted file from the MIG manager's ConfigMap at each request, as the real
 one reads its mounted file.
 
-    mig_manager_sim.py --kubeconfig FILE [--namespace gpu-operator] [--configmap NAME] [--strategy mixed]
+    mig_manager_sim.py --kubeconfig FILE [--context NAME] [--namespace gpu-operator] [--configmap NAME] [--strategy mixed]
                        [--delay 2] [--interval 0.5]
 
 The mig_config role starts it under start-stop-daemon with PYTHONPATH pointing at a directory that holds
@@ -133,6 +133,8 @@ class SimulatedMigManager(object):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
+    # The inventory host's context (empty: the file's current one): never the current context by accident.
+    parser.add_argument("--context", default="")
     parser.add_argument("--namespace", default="gpu-operator")
     parser.add_argument("--configmap", default="fairgpu-mig-parted-config")
     parser.add_argument("--strategy", default="mixed", choices=["none", "single", "mixed"])
@@ -140,7 +142,7 @@ def main(argv=None):
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between reads of the nodes")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    api = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    api = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig, context=args.context or None))
     manager = SimulatedMigManager(api, args.namespace, args.configmap, args.strategy, args.delay)
     signal.signal(signal.SIGTERM, lambda *_: manager.stop.set())
     signal.signal(signal.SIGINT, lambda *_: manager.stop.set())

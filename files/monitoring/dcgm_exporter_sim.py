@@ -8,7 +8,7 @@ server, keeps which pod holds which GPU (plugins/module_utils/simulated/dcgm.py)
 names, labels and units. Nothing else is published (no process or Python metrics), as with the real exporter. A
 failed read of the cluster answers 500, so Prometheus marks the target down instead of showing stale GPUs.
 
-    dcgm_exporter_sim.py --kubeconfig FILE [--host 127.0.0.1] [--port 9400]
+    dcgm_exporter_sim.py --kubeconfig FILE [--context NAME] [--host 127.0.0.1] [--port 9400]
 
 The monitoring role starts it under start-stop-daemon with PYTHONPATH pointing at a directory that holds
 ansible_collections/fairgpu/tenancy.
@@ -69,11 +69,13 @@ class SimulatedDcgmCollector(object):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
+    # The inventory host's context (empty: the file's current one): never the current context by accident.
+    parser.add_argument("--context", default="")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9400)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    api = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    api = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig, context=args.context or None))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SimulatedDcgmCollector(api))
     start_http_server(args.port, addr=args.host, registry=registry)

@@ -251,6 +251,16 @@ if [[ $action == manifest ]]; then
   exit 0
 fi
 
+# What is cached is never rebuilt (its .complete marker is written last): a caller whose components are all
+# there needs no lock, and does not wait for another checkout's build of something else (a site.yml on a
+# warm cache sat out another worktree's helm build, 15 min, in its Kueue step).
+all_complete=1
+for c in "${components[@]}"; do [[ -f $(component_dir "$c" "$(version_of "$c")")/.complete ]] || all_complete=0; done
+if ((all_complete)); then
+  manifest
+  exit 0
+fi
+
 # One build at a time per cache: a second caller waits, then finds everything cached.
 exec 9>"$cache/.lock"
 flock 9

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import kubeconfig as cluster_kubeconfig
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
@@ -40,6 +41,8 @@ class FilterModule(object):
             "fleet_errors": fleet.fleet_errors,
             "fleet_policy_errors": fleet.policy_errors,
             "fleet_batches": fleet.batches,
+            "kubeconfig_context_errors": cluster_kubeconfig.context_errors,
+            "kubeconfig_single_context": cluster_kubeconfig.single_context,
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_node_spec": cluster_spec.node_spec,

@@ -17,4 +17,5 @@ class FilterModule(object):
             "teardown_plan": teardown.teardown_plan,
             "helm_release_marker": teardown.release_marker,
             "kubeconfig_server": teardown.kubeconfig_server,
+            "teardown_local_webhook": teardown.local_webhook_prefix,
         }

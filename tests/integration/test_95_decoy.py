@@ -1,13 +1,23 @@
-"""fairgpu used as an installed collection, with a decoy cluster in the way (issue 12, parts 2 and 6).
+"""fairgpu used as an installed collection on a cluster it did not make, with a decoy cluster in the way (issue 12,
+parts 2 and 6; issue 9; issue 15, part 3).
 
-The collection is built (``ansible-galaxy collection build``) and installed offline into an empty collections
-path; a user project outside the checkout (its own ansible.cfg and inventory) runs ``fairgpu.tenancy.site``,
-``tenants``, ``validate`` (baseline), ``render`` and ``teardown`` against a target embedded cluster. All the while
-a second embedded cluster, the decoy, made directly with kwokctl and auditing every request, is what ``KUBECONFIG``
-and ``~/.kube/config`` point at (the user's file is backed up and restored). Then the target is declared
-``cluster_provider: existing``: teardown without confirmation changes nothing and names the flag; with it only
-fairgpu's objects go. At the end the decoy's audit log holds no request but its own components', and its
-objects, processes and ports are what they were."""
+Two embedded clusters are started directly with kwokctl, as a person would, not by fairgpu: the target
+``fairgpu-it-existing`` and the decoy ``fairgpu-decoy``, which audits every request. The test gives the target its
+GPU nodes (kwok Nodes with fairgpu's simulated-hardware annotations, as the cluster role's kwok provider makes
+them) and a CPU node, and writes the user's kubeconfig ``clusters.yaml``: both clusters, the decoy's context
+current, the target's under a name no tool chose (``platform-admin@fairgpu-it-existing``). ``KUBECONFIG`` lists
+the decoy's file and that one (several files: kubectl merges them, the first file's current context wins),
+``K8S_AUTH_KUBECONFIG`` and ``K8S_AUTH_CONTEXT`` (kubernetes.core's fallbacks) name the decoy, and
+``~/.kube/config`` is the decoy's (the user's file is backed up and restored).
+
+The collection is built (``ansible-galaxy collection build``) and installed offline into an empty collections path;
+a user project outside the checkout declares the target ``cluster_provider: existing`` with that kubeconfig and
+context, and the modes the provider would not pick: ``kueue_mode: local``, ``gpu_operator_mode: simulated``,
+``monitoring_mode: local``. It runs ``fairgpu.tenancy.site``, ``tenants``, ``validate`` (baseline), ``render``,
+then ``teardown`` without confirmation (fails naming the flag, changes nothing) and with it (only fairgpu's
+objects go, and fairgpu's local processes). At the end the target runs the same processes on the same ports, every
+object that is not fairgpu's is as it was, a Job can be created again, and the decoy's audit log holds no request
+but its own components'."""
 
 import base64
 import glob
@@ -24,7 +34,7 @@ import time
 import pytest
 import yaml
 
-from conftest import KWOK_WORKDIR, ROOT, PlaybookRun
+from conftest import ROOT, PlaybookRun
 
 BIN = os.path.dirname(sys.executable)
 TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest",
@@ -33,31 +43,46 @@ TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "tool
 KUBECTL = TOOLCHAIN["binaries"]["kubectl"]
 KWOKCTL = TOOLCHAIN["binaries"]["kwokctl"]
 DECOY = "fairgpu-decoy"
-TARGET = "fairgpu-it-collection"
-TARGET_KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", TARGET, "kubeconfig.yaml")
+TARGET = "fairgpu-it-existing"
+# The target's context in the user's kubeconfig: a name of the platform team's, not kwokctl's kwok-<name>.
+TARGET_CONTEXT = "platform-admin@" + TARGET
+# The decoy keeps kwokctl's name in the user's kubeconfig: a task that loses the target's context and falls back to
+# K8S_AUTH_CONTEXT or the current context lands on the decoy, whose audit log shows it.
+DECOY_CONTEXT = "kwok-" + DECOY
 HOST = "target"
 USER_KUBECONFIG = os.path.expanduser("~/.kube/config")
-# The decoy's own components: the only user agents its audit log may show while fairgpu runs.
+STATE_DIR = os.path.expanduser("~/.local/share/fairgpu")
+# The local processes fairgpu starts for the target, and their ports (test_95's own).
+LOCAL_PORTS = {"kueue_webhook": 26443, "kueue_metrics": 26444, "kueue_health": 26081, "prometheus": 26090,
+               "dcgm_exporter": 26400}
+LOCAL_WORKDIRS = [os.path.join(STATE_DIR, "kueue", TARGET), os.path.join(STATE_DIR, "monitoring", TARGET)]
+# The kube components of a kwokctl cluster: the only user agents the decoy's audit log may show while fairgpu runs.
 DECOY_AGENTS = ("kube-apiserver/", "kube-controller-manager/", "kube-scheduler/", "kwok-controller/")
-# Kinds that kube components and kwok change on their own (heartbeats): compared by identity only. Events come
-# and go: left out.
+# Kinds that kube components and kwok change on their own (heartbeats; fairgpu's simulated GPU operator publishes the
+# GPU nodes' labels and capacity, as the real one does): compared by identity only. Events come and go: left out.
 RESTLESS = {"Lease", "Node", "EndpointSlice", "Endpoints"}
 KUEUE_CRDS = ("clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloads", "workloadpriorityclasses")
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8, "groups": ["team-a"]},
            {"name": "team-b", "gpus": 8, "borrowing_limit": 8, "groups": ["team-b"]}]
-INVENTORY = {"gpu_clusters": {"hosts": {HOST: {
-    "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-    "cluster_provider": "kwok", "cluster_name": TARGET,
-    "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3",
-                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
-    "tenants_list": TENANTS,
-    "run_local_ports": {"kueue_webhook": 26443, "kueue_metrics": 26444, "kueue_health": 26081, "prometheus": 26090,
-                        "dcgm_exporter": 26400}}}}}
-# The same cluster as a platform team declares a cluster fairgpu did not make.
-EXISTING = {"gpu_clusters": {"hosts": {HOST: {
-    "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-    "cluster_provider": "existing", "cluster_kubeconfig": TARGET_KUBECONFIG}}}}
+# The ports of a kwokctl cluster's components (kwok v0.8.0 KwokctlConfigurationOptions), from a first port on.
+CLUSTER_PORT_OPTIONS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
+                        "kubeSchedulerPort", "kwokControllerPort")
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
+
+
+def inventory(kubeconfig):
+    """The platform team's inventory: the target as a cluster fairgpu did not make, with the local stand-ins."""
+    return {"gpu_clusters": {"hosts": {HOST: {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "cluster_provider": "existing", "cluster_kubeconfig": kubeconfig, "cluster_context": TARGET_CONTEXT,
+        # Names this host's local state (Kueue's and Prometheus' working directories).
+        "cluster_name": TARGET,
+        "kueue_mode": "local", "gpu_operator_mode": "simulated", "monitoring_mode": "local",
+        "tenants_list": TENANTS,
+        "render_node_pools": [{"name": "gpu-node", "count": 2, "gpu_product": PRODUCT, "gpu_count": 8, "cpu": "96",
+                               "memory": "1Ti"}],
+        "run_local_ports": LOCAL_PORTS}}}}
 
 
 def run(*argv, **kwargs):
@@ -75,27 +100,37 @@ def kubectl_json(kubeconfig, *args):
     return json.loads(result.stdout)
 
 
+def apply(kubeconfig, items, *args):
+    applied = kubectl(kubeconfig, "apply", *args, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                                "items": items}))
+    assert applied.returncode == 0, applied.stderr
+
+
 def processes(text):
     """``{pid: cmdline}`` of the live processes whose command line mentions ``text``."""
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if text in cmdline:
+        cmdline = processes_of(int(pid))
+        if cmdline and text in cmdline:
             found[int(pid)] = cmdline
     return found
 
 
-def listening_ports(pids):
-    """Sorted TCP ports in LISTEN state that the processes ``pids`` hold (``ss -ltnp``)."""
+def processes_of(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def listening_ports(pids=None):
+    """Sorted TCP ports in LISTEN state that the processes ``pids`` hold (``ss -ltnp``); all of them for None."""
     out = run("ss", "-ltnpH").stdout
     ports = set()
     for line in out.splitlines():
         owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if owners & set(pids):
+        if pids is None or owners & set(pids):
             ports.add(int(line.split()[3].rsplit(":", 1)[1]))
     return sorted(ports)
 
@@ -109,56 +144,61 @@ def fingerprint(obj):
     return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
+def identity(obj):
+    return (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
 def cluster_objects(kubeconfig):
     """``{(apiVersion, kind, namespace, name): fingerprint}`` of every listable object (restless kinds: None)."""
     names = kubectl(kubeconfig, "api-resources", "--verbs=list", "-o", "name")
     assert names.returncode == 0, names.stderr
     items = kubectl_json(kubeconfig, "get", ",".join(names.stdout.split()), "-A")["items"]
-    return {(o["apiVersion"], o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]):
-            None if o["kind"] in RESTLESS else fingerprint(o) for o in items if o["kind"] != "Event"}
+    return {identity(o): None if o["kind"] in RESTLESS else fingerprint(o) for o in items if o["kind"] != "Event"}
 
 
-class Decoy:
-    """The decoy embedded cluster, made with kwokctl (not fairgpu), auditing every request."""
+class KwokCluster:
+    """An embedded cluster made with kwokctl (not fairgpu), in a working directory of its own."""
 
-    def __init__(self, workdir):
-        self.workdir = workdir
+    def __init__(self, name, workdir, first_port, audit=False, stages=False):
+        self.name, self.workdir, self.audit, self.stages = name, workdir, audit, stages
+        self.first_port = first_port
         self.env = dict(os.environ, KWOK_WORKDIR=workdir)
-        self.dir = os.path.join(workdir, "clusters", DECOY)
+        self.dir = os.path.join(workdir, "clusters", name)
         self.kubeconfig = os.path.join(self.dir, "kubeconfig.yaml")
         self.audit_log = os.path.join(self.dir, "logs", "audit.log")
 
     def create(self):
-        policy = os.path.join(self.workdir, "audit-policy.yaml")
-        config = os.path.join(self.workdir, "kwokctl.yaml")
-        with open(policy, "w") as handle:
-            yaml.safe_dump(AUDIT_POLICY, handle)
         binaries = TOOLCHAIN["binaries"]
+        config = os.path.join(self.workdir, "kwokctl.yaml")
+        options = {"runtime": "binary", "kubeVersion": TOOLCHAIN["versions"]["kubernetes"],
+                   "etcdVersion": TOOLCHAIN["versions"]["etcd"].lstrip("v"), "bindAddress": "127.0.0.1",
+                   "kubeAuthorization": True, "kubeAdmission": True,
+                   "kubeApiserverBinary": binaries["kube-apiserver"],
+                   "kubeControllerManagerBinary": binaries["kube-controller-manager"],
+                   "kubeSchedulerBinary": binaries["kube-scheduler"], "kubectlBinary": binaries["kubectl"],
+                   "etcdBinary": binaries["etcd"], "kwokControllerBinary": binaries["kwok"]}
+        # Ports of our own: kwokctl picks free ports when it looks and binds them later, so clusters created at the
+        # same time on this machine (other tests') were given the same ones (kubernetes-sigs/kwok#475).
+        options.update(zip(CLUSTER_PORT_OPTIONS, range(self.first_port, self.first_port + len(CLUSTER_PORT_OPTIONS))))
         with open(config, "w") as handle:
             yaml.safe_dump({"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
-                            "options": {"runtime": "binary", "kubeVersion": TOOLCHAIN["versions"]["kubernetes"],
-                                        "etcdVersion": TOOLCHAIN["versions"]["etcd"].lstrip("v"),
-                                        "bindAddress": "127.0.0.1", "kubeAuthorization": True,
-                                        "kubeApiserverBinary": binaries["kube-apiserver"],
-                                        "kubeControllerManagerBinary": binaries["kube-controller-manager"],
-                                        "kubeSchedulerBinary": binaries["kube-scheduler"],
-                                        "kubectlBinary": binaries["kubectl"], "etcdBinary": binaries["etcd"],
-                                        "kwokControllerBinary": binaries["kwok"]}}, handle)
-        created = run(KWOKCTL, "create", "cluster", "--name", DECOY, "--config", config, "--kube-audit-policy", policy,
-                      "--kubeconfig=", "--wait=120s", env=self.env)
+                            "options": options}, handle)
+            if self.stages:
+                # kwok's own stages at the pinned version (kwok v0.8.0 kustomize/stage/...), as the cluster role's
+                # kwokctl.yaml.j2 gives them: a Job's pod completes after its pod-complete delay annotation.
+                with open(TOOLCHAIN["kwok_stages"]) as stages:
+                    handle.write("---\n" + stages.read())
+        argv = [KWOKCTL, "create", "cluster", "--name", self.name, "--config", config, "--kubeconfig=", "--wait=120s"]
+        if self.audit:
+            policy = os.path.join(self.workdir, "audit-policy.yaml")
+            with open(policy, "w") as handle:
+                yaml.safe_dump(AUDIT_POLICY, handle)
+            argv += ["--kube-audit-policy", policy]
+        created = run(*argv, env=self.env)
         assert created.returncode == 0, created.stderr[-2000:]
-        # What a person keeps on a cluster: a namespace named like a fairgpu tenant, a ConfigMap, a simulated node.
-        objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"owner": "decoy"}}},
-                   {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep-me", "namespace": "team-a"},
-                    "data": {"who": "decoy"}},
-                   {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "decoy-node",
-                                                                     "annotations": {"kwok.x-k8s.io/node": "fake"}}}]
-        applied = kubectl(self.kubeconfig, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                                 "items": objects}))
-        assert applied.returncode == 0, applied.stderr
 
     def delete(self):
-        run(KWOKCTL, "delete", "cluster", "--name", DECOY, "--kubeconfig", self.kubeconfig, env=self.env)
+        run(KWOKCTL, "delete", "cluster", "--name", self.name, "--kubeconfig", self.kubeconfig, env=self.env)
 
     def pids(self):
         found = {}
@@ -174,6 +214,9 @@ class Decoy:
         return {"objects": cluster_objects(self.kubeconfig), "processes": live,
                 "ports": listening_ports(pids.values())}
 
+    def server(self):
+        return kubectl_json(self.kubeconfig, "config", "view", "--raw")["clusters"][0]["cluster"]["server"]
+
     def audit_size(self):
         return os.path.getsize(self.audit_log)
 
@@ -183,12 +226,38 @@ class Decoy:
             return [json.loads(line) for line in handle if line.strip()]
 
 
-def processes_of(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return None
+def user_kubeconfig(path, decoy, target):
+    """The platform team's kubeconfig: the decoy (current context) and the target under its own names, each
+    flattened from kwokctl's file (certificates inline)."""
+    def flat(cluster):
+        return kubectl_json(cluster.kubeconfig, "config", "view", "--raw", "--flatten")
+
+    theirs, ours = flat(decoy), flat(target)
+    config = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": DECOY_CONTEXT,
+              "clusters": theirs["clusters"] + [{"name": TARGET, "cluster": ours["clusters"][0]["cluster"]}],
+              "users": theirs["users"] + [{"name": "platform-admin", "user": ours["users"][0]["user"]}],
+              "contexts": theirs["contexts"] + [{"name": TARGET_CONTEXT,
+                                                 "context": {"cluster": TARGET, "user": "platform-admin"}}]}
+    assert [c["name"] for c in theirs["contexts"]] == [DECOY_CONTEXT]
+    with open(path, "w") as handle:
+        yaml.safe_dump(config, handle)
+    os.chmod(path, 0o600)
+    return path
+
+
+def gpu_node(name, product=None, gpus=0):
+    """A kwok Node as the cluster role's kwok provider makes one (roles/cluster/templates/kwok-nodes.yaml.j2): kwok's
+    fake-node annotation (kwok.x-k8s.io/node: fake, kwok v0.8.0 docs "kwok-controller"), and for a GPU machine the
+    simulated hardware the gpu_operator role's simulated mode publishes (plugins/module_utils/simulated/node.py)."""
+    annotations = {"kwok.x-k8s.io/node": "fake"}
+    if product:
+        annotations.update({"fairgpu.io/simulated-gpu-product": product, "fairgpu.io/simulated-gpu-count": str(gpus)})
+    resources = {"cpu": "96", "memory": "1Ti", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": annotations,
+                         "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
+                                    "kubernetes.io/os": "linux", "type": "kwok"}},
+            "status": {"allocatable": resources, "capacity": resources, "phase": "Running"}}
 
 
 def helm_release_secret(name, namespace, chart, version, values):
@@ -205,15 +274,21 @@ def helm_release_secret(name, namespace, chart, version, values):
 class Project:
     """A user's Ansible project outside the checkout, with the collection installed from its tarball."""
 
-    def __init__(self, base, decoy):
+    def __init__(self, base, decoy, target):
         self.base = base
         self.dir = os.path.join(base, "project")
         self.collections = os.path.join(base, "collections")
         self.installed = os.path.join(self.collections, "ansible_collections", "fairgpu", "tenancy")
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_") and k != "PYTHONPATH"}
-        # The user's kube configuration points at the decoy.
-        self.env.update(KUBECONFIG=decoy.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-                        ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+        self.kubeconfig = os.path.join(self.dir, "clusters.yaml")
+        self.decoy, self.target = decoy, target
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("ANSIBLE_", "K8S_AUTH_")) and k not in ("PYTHONPATH", "KUBECONFIG")}
+        # Everything the user's environment says points at the decoy: KUBECONFIG with several files (the decoy's
+        # first), kubernetes.core's K8S_AUTH_* fallbacks (kubernetes.core plugins/module_utils/args_common.py,
+        # env_fallback), and ~/.kube/config (the fixture).
+        self.env.update(KUBECONFIG=os.pathsep.join([decoy.kubeconfig, self.kubeconfig]),
+                        K8S_AUTH_KUBECONFIG=decoy.kubeconfig, K8S_AUTH_CONTEXT=DECOY_CONTEXT,
+                        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
 
     def install(self):
         dist = os.path.join(self.base, "dist")
@@ -228,9 +303,9 @@ class Project:
         os.makedirs(self.dir)
         with open(os.path.join(self.dir, "ansible.cfg"), "w") as handle:
             handle.write("[defaults]\ncollections_path = %s\n" % self.collections)
-        for name, inventory in (("hosts.yml", INVENTORY), ("existing.yml", EXISTING)):
-            with open(os.path.join(self.dir, name), "w") as handle:
-                yaml.safe_dump(inventory, handle)
+        user_kubeconfig(self.kubeconfig, self.decoy, self.target)
+        with open(os.path.join(self.dir, "hosts.yml"), "w") as handle:
+            yaml.safe_dump(inventory(self.kubeconfig), handle)
         return tarball
 
     def playbook(self, name, *args, inventory="hosts.yml", timeout=900):
@@ -270,19 +345,41 @@ def fairgpu_labelled(kubeconfig):
                                else "", o["metadata"]["name"]) for o in items)
 
 
+def fairgpu_processes():
+    """fairgpu's local processes for the target (the Kueue controller, Prometheus, the simulated DCGM exporter)."""
+    found = {}
+    for workdir in LOCAL_WORKDIRS:
+        found.update(processes(workdir + "/"))
+    return found
+
+
 @pytest.fixture(scope="module")
-def decoy(tmp_path_factory):
-    """The decoy cluster, with KUBECONFIG and ~/.kube/config pointing at it; the user's file restored after."""
-    decoy = Decoy(str(tmp_path_factory.mktemp("decoy")))
+def clusters(tmp_path_factory):
+    """The decoy (KUBECONFIG and ~/.kube/config point at it) and the target, both started with kwokctl; the
+    user's ~/.kube/config restored and both clusters deleted after."""
+    workdir = str(tmp_path_factory.mktemp("kwok"))
+    decoy = KwokCluster(DECOY, workdir, 22110, audit=True)
+    target = KwokCluster(TARGET, workdir, 22100, stages=True)
     backup = USER_KUBECONFIG + ".fairgpu-decoy-backup"
     had_config, had_dir = os.path.exists(USER_KUBECONFIG), os.path.isdir(os.path.dirname(USER_KUBECONFIG))
     try:
         decoy.create()
+        # What a person keeps on a cluster: a namespace named like a fairgpu tenant, a ConfigMap, a simulated node.
+        apply(decoy.kubeconfig, [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"owner": "decoy"}}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep-me", "namespace": "team-a"},
+             "data": {"who": "decoy"}},
+            gpu_node("decoy-node", PRODUCT, 8)])
+        target.create()
+        # The target's machines, made by the platform team: two H100 nodes of 8 GPUs and a CPU node.
+        apply(target.kubeconfig, [gpu_node("gpu-node-%d" % i, PRODUCT, 8) for i in range(2)] + [gpu_node("cpu-node-0")])
+        ready = kubectl(target.kubeconfig, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
+        assert ready.returncode == 0, ready.stderr
         if had_config:
             shutil.copy2(USER_KUBECONFIG, backup)
         os.makedirs(os.path.dirname(USER_KUBECONFIG), exist_ok=True)
         shutil.copyfile(decoy.kubeconfig, USER_KUBECONFIG)
-        yield decoy
+        yield decoy, target
     finally:
         if had_config:
             shutil.move(backup, USER_KUBECONFIG)
@@ -291,39 +388,73 @@ def decoy(tmp_path_factory):
             if not had_dir:
                 shutil.rmtree(os.path.dirname(USER_KUBECONFIG), ignore_errors=True)
         decoy.delete()
+        target.delete()
 
 
 @pytest.fixture(scope="module")
-def watch(decoy, tmp_path_factory):
-    """The decoy's state and the audit log's length before fairgpu runs; the installed collection."""
-    time.sleep(3)  # let the decoy's controllers settle (namespace finalizers, service accounts)
-    before = decoy.state()
+def watch(clusters, tmp_path_factory):
+    """Both clusters' state and the audit log's length before fairgpu runs; the installed collection."""
+    decoy, target = clusters
+    time.sleep(3)  # let the controllers settle (namespace finalizers, service accounts)
+    before, target_before = decoy.state(), target.state()
     offset = decoy.audit_size()
     with open(USER_KUBECONFIG, "rb") as handle:
         user_config = handle.read()
-    project = Project(str(tmp_path_factory.mktemp("user")), decoy)
+    project = Project(str(tmp_path_factory.mktemp("user")), decoy, target)
     project.install()
+    # The objects that are not fairgpu's: every object before fairgpu ran, and what the platform team adds later.
+    theirs = dict(target_before["objects"])
     yield {"before": before, "offset": offset, "user_config": user_config, "project": project,
-           "installed_tree": project.tree()}
-    # Whatever happened: the target goes (it is an embedded cluster).
-    if os.path.exists(os.path.join(KWOK_WORKDIR, "clusters", TARGET)):
-        project.playbook("teardown")
+           "installed_tree": project.tree(), "target": target, "target_before": target_before, "theirs": theirs}
+    # Whatever happened: fairgpu's local processes go (the target itself is deleted by the clusters fixture).
+    if fairgpu_processes():
+        project.playbook("teardown", "-e", "teardown_confirm=" + HOST)
 
 
-def test_site_tenants_validate_render_from_the_installed_collection(watch):
-    project = watch["project"]
+def keep_as_theirs(watch, items):
+    """Record the platform team's objects ``items`` (as the API server now holds them) among the objects that are
+    not fairgpu's."""
+    kubeconfig = watch["target"].kubeconfig
+    for item in items:
+        meta = item["metadata"]
+        args = ["get", item["kind"], meta["name"]] + (["-n", meta["namespace"]] if meta.get("namespace") else [])
+        obj = kubectl_json(kubeconfig, *args)
+        watch["theirs"][identity(obj)] = fingerprint(obj)
+
+
+def test_site_tenants_validate_render_on_an_existing_cluster_from_the_installed_collection(watch):
+    project, target = watch["project"], watch["target"]
     assert not os.path.exists(os.path.join(project.dir, "..", "..", "ansible_collections"))
     # The cluster, GPUs, Kueue and monitoring first; the tenants after a person made team-b by hand.
     site = project.playbook("site", "--skip-tags", "tenants")
     assert site.rc == 0, site.messages()
-    made = kubectl(TARGET_KUBECONFIG, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b", "labels": {"owner": "research"}}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes", "namespace": "team-b"}, "data": {"a": "b"}},
-    ]}))
-    assert made.returncode == 0, made.stderr
+    # The run used the local stand-ins although the provider is existing (the overrides, decided once).
+    settings = task_result(site, "Resolve the run's settings")["ansible_facts"]["run_settings"]
+    assert settings["provider"] == "existing"
+    assert settings["modes"] == {"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"}
+    # The simulated GPU operator published the GPU nodes the platform team made, and left the CPU node alone.
+    nodes = {n["metadata"]["name"]: n for n in kubectl_json(target.kubeconfig, "get", "nodes")["items"]}
+    for name in ("gpu-node-0", "gpu-node-1"):
+        assert nodes[name]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+        assert nodes[name]["metadata"]["labels"]["nvidia.com/gpu.product"] == PRODUCT
+    assert "nvidia.com/gpu" not in nodes["cpu-node-0"]["status"]["allocatable"]
+    assert "nvidia.com/gpu.product" not in nodes["cpu-node-0"]["metadata"]["labels"]
+    # The local Kueue was given only the target's context (cmd/kueue reads the current one of its file).
+    (kueue,) = [cmd for cmd in fairgpu_processes().values() if "/bin/kueue " in cmd]
+    kueue_kubeconfig = re.search(r"--kubeconfig=(\S+)", kueue).group(1)
+    with open(kueue_kubeconfig) as handle:
+        given = yaml.safe_load(handle)
+    assert [c["name"] for c in given["contexts"]] == [TARGET_CONTEXT] and given["current-context"] == TARGET_CONTEXT
+    assert [c["cluster"]["server"] for c in given["clusters"]] == [target.server()]
+
+    made = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b", "labels": {"owner": "research"}}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes", "namespace": "team-b"},
+             "data": {"a": "b"}}]
+    apply(target.kubeconfig, made)
+    keep_as_theirs(watch, made)
     tenants = project.playbook("tenants")
     assert tenants.rc == 0, tenants.messages()
-    labels = kubectl_json(TARGET_KUBECONFIG, "get", "namespace", "team-b")["metadata"]["labels"]
+    labels = kubectl_json(target.kubeconfig, "get", "namespace", "team-b")["metadata"]["labels"]
     assert labels["fairgpu.io/tenant"] == "team-b" and labels["owner"] == "research"
 
     validate = project.playbook("validate", "-e", json.dumps({"validate_scenarios": ["baseline"]}))
@@ -337,6 +468,15 @@ def test_site_tenants_validate_render_from_the_installed_collection(watch):
     assert os.path.isfile(os.path.join(project.dir, "rendered", HOST, "kustomization.yaml"))
     # Nothing was written into the installed collection.
     assert project.tree() == watch["installed_tree"]
+
+
+def test_a_context_the_kubeconfig_does_not_hold_is_refused_before_anything_changes(watch):
+    before = cluster_objects(watch["target"].kubeconfig)
+    site = watch["project"].playbook("site", "-e", "cluster_context=platform-admin@prod")
+    assert site.rc != 0 and site.stats.get("changed", 0) == 0, site.changed_tasks()
+    assert ("cluster_context: %s has no context 'platform-admin@prod'; set cluster_context to one of %s, %s"
+            % (watch["project"].kubeconfig, DECOY_CONTEXT, TARGET_CONTEXT)) in site.messages()
+    assert cluster_objects(watch["target"].kubeconfig) == before
 
 
 @pytest.fixture(scope="module")
@@ -356,23 +496,25 @@ def user_objects(watch):
         helm_release_secret("gpu-operator", "gpu-operator", "gpu-operator", "v25.10.1",
                             {"fairgpu": {"installedBy": "fairgpu.tenancy"}}),
     ]
-    made = kubectl(TARGET_KUBECONFIG, "apply", "--server-side", "--field-manager=platform-team", "-f", "-",
-                   stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    assert made.returncode == 0, made.stderr
+    apply(watch["target"].kubeconfig, items, "--server-side", "--field-manager=platform-team")
+    keep_as_theirs(watch, items)
     return items
 
 
 def test_existing_cluster_teardown_without_confirmation_changes_nothing(watch, user_objects):
-    project = watch["project"]
-    before = cluster_objects(TARGET_KUBECONFIG)
-    teardown = project.playbook("teardown", inventory="existing.yml")
+    project, target = watch["project"], watch["target"]
+    before = cluster_objects(target.kubeconfig)
+    local = fairgpu_processes()
+    teardown = project.playbook("teardown")
     assert teardown.rc != 0
     assert teardown.stats.get("changed", 0) == 0, teardown.changed_tasks()
     message = task_result(teardown, "Stop unless the removal is confirmed with the host's name")["msg"]
     assert message.startswith("Not confirmed: nothing was removed from target.")
     assert message.endswith("run the teardown again with -e teardown_confirm=target")
     listing = task_result(teardown, "List what teardown removes from target")["msg"]
-    assert listing[0].startswith("target: existing cluster (%s, API server https://127.0.0.1:" % TARGET_KUBECONFIG)
+    # The target's API server, reached through the context named in the inventory (not the file's current one).
+    assert listing[0] == ("target: existing cluster (%s, context %s, API server %s). The cluster itself stays; "
+                          "fairgpu removes only what it created." % (project.kubeconfig, TARGET_CONTEXT, target.server()))
     assert "  delete Namespace team-a and everything in it" in listing
     assert "  delete ClusterQueue team-b" in listing
     assert "  keep Namespace team-b: other field managers wrote to it (kubectl-client-side-apply): it existed before " \
@@ -382,45 +524,62 @@ def test_existing_cluster_teardown_without_confirmation_changes_nothing(watch, u
                for line in listing), listing
     assert any(line.startswith("  keep Helm release gpu-operator/gpu-operator (chart gpu-operator v25.10.1): installed "
                                "by fairgpu") and "-e teardown_uninstall_releases=true" in line for line in listing), listing
-    assert cluster_objects(TARGET_KUBECONFIG) == before
+    # The local Kueue's webhooks go with it (left behind they would refuse every Job of the cluster).
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert ("  delete %s kueue-%s-webhook-configuration: it calls the local Kueue (https://127.0.0.1:%d), which "
+                "teardown stops; left behind (failurePolicy Fail) it would refuse every Job of the cluster"
+                % (kind, "mutating" if kind.startswith("M") else "validating", LOCAL_PORTS["kueue_webhook"])) in listing
+    assert cluster_objects(target.kubeconfig) == before
+    assert fairgpu_processes() == local and len(local) == 3, local
 
 
 def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch, user_objects):
-    project = watch["project"]
-    crds = kubectl(TARGET_KUBECONFIG, "get", "crd", "-o", "name").stdout.split()
-    helm = kubectl_json(TARGET_KUBECONFIG, "get", "secrets", "-A", "-l", "owner=helm")["items"]
-    teardown = project.playbook("teardown", "-e", "teardown_confirm=target", inventory="existing.yml")
+    project, target = watch["project"], watch["target"]
+    kubeconfig = target.kubeconfig
+    crds = kubectl(kubeconfig, "get", "crd", "-o", "name").stdout.split()
+    helm = kubectl_json(kubeconfig, "get", "secrets", "-A", "-l", "owner=helm")["items"]
+    teardown = project.playbook("teardown", "-e", "teardown_confirm=target")
     assert teardown.rc == 0, teardown.messages()
-    # fairgpu's own objects are gone, but for those someone else still uses and Kueue's installation.
-    assert fairgpu_labelled(TARGET_KUBECONFIG) == [
-        "Cohort fairgpu", "MutatingWebhookConfiguration kueue-mutating-webhook-configuration",
-        "ResourceFlavor nvidia-h100-80gb-hbm3", "ValidatingWebhookConfiguration kueue-validating-webhook-configuration"]
-    names = kubectl(TARGET_KUBECONFIG, "get", "namespaces", "-o", "name").stdout.split()
+    # The cluster takes Jobs again: no webhook is left calling the stopped Kueue (failurePolicy Fail).
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "after-fairgpu", "namespace": "research"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "main", "image": "busybox"}]}}}}
+    created = kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(job))
+    assert created.returncode == 0, created.stderr
+    deleted = kubectl(kubeconfig, "delete", "job", "after-fairgpu", "-n", "research", "--cascade=foreground")
+    assert deleted.returncode == 0, deleted.stderr
+    # fairgpu's own objects are gone, but for those someone else still uses.
+    assert fairgpu_labelled(kubeconfig) == ["Cohort fairgpu", "ResourceFlavor nvidia-h100-80gb-hbm3"]
+    names = kubectl(kubeconfig, "get", "namespaces", "-o", "name").stdout.split()
     assert "namespace/team-a" not in names and "namespace/fairgpu-monitoring" not in names
-    team_b = kubectl_json(TARGET_KUBECONFIG, "get", "namespace", "team-b")["metadata"]
+    team_b = kubectl_json(kubeconfig, "get", "namespace", "team-b")["metadata"]
     assert team_b["labels"] == {"kubernetes.io/metadata.name": "team-b", "owner": "research"}
     assert not team_b.get("annotations", {}).get("fairgpu.io/workload-priority-classes")
-    assert kubectl_json(TARGET_KUBECONFIG, "get", "configmap", "notes", "-n", "team-b")["data"] == {"a": "b"}
-    assert kubectl_json(TARGET_KUBECONFIG, "get", "configmap", "data", "-n", "research")["data"] == {"x": "y"}
-    assert kubectl(TARGET_KUBECONFIG, "get", "clusterqueues", "-o", "name").stdout.split() == ["clusterqueue.kueue.x-k8s.io/research"]
+    assert kubectl_json(kubeconfig, "get", "configmap", "notes", "-n", "team-b")["data"] == {"a": "b"}
+    assert kubectl_json(kubeconfig, "get", "configmap", "data", "-n", "research")["data"] == {"x": "y"}
+    assert kubectl(kubeconfig, "get", "clusterqueues", "-o", "name").stdout.split() == ["clusterqueue.kueue.x-k8s.io/research"]
     # The API server, every CRD (Kueue's among them) and both Helm releases stay.
-    assert kubectl(TARGET_KUBECONFIG, "get", "--raw", "/readyz").stdout == "ok"
-    assert kubectl(TARGET_KUBECONFIG, "get", "crd", "-o", "name").stdout.split() == crds
+    assert kubectl(kubeconfig, "get", "--raw", "/readyz").stdout == "ok"
+    assert kubectl(kubeconfig, "get", "crd", "-o", "name").stdout.split() == crds
     assert all("customresourcedefinition.apiextensions.k8s.io/%s.kueue.x-k8s.io" % c in crds for c in KUEUE_CRDS)
-    releases = kubectl_json(TARGET_KUBECONFIG, "get", "secrets", "-A", "-l", "owner=helm")["items"]
+    releases = kubectl_json(kubeconfig, "get", "secrets", "-A", "-l", "owner=helm")["items"]
     assert sorted(s["metadata"]["name"] for s in releases) == sorted(s["metadata"]["name"] for s in helm)
-    again = project.playbook("teardown", "-e", "teardown_confirm=target", inventory="existing.yml")
+    # fairgpu's local processes and their working directories are gone, and nothing listens on their ports.
+    assert fairgpu_processes() == {}
+    assert not any(os.path.exists(d) for d in LOCAL_WORKDIRS)
+    assert set(LOCAL_PORTS.values()).isdisjoint(listening_ports())
+    # Every object that is not fairgpu's is as it was; the cluster's processes and ports are the same.
+    after = target.state()
+    assert {key: after["objects"].get(key) for key in watch["theirs"]} == watch["theirs"]
+    before = watch["target_before"]
+    assert after["processes"] == before["processes"] and all(cmd for pid, cmd in after["processes"].values())
+    assert after["ports"] == before["ports"] and after["ports"]
+    again = project.playbook("teardown", "-e", "teardown_confirm=target")
     assert again.rc == 0 and again.stats.get("changed", 0) == 0, again.changed_tasks()
 
 
-def test_teardown_of_the_embedded_target_from_the_installed_collection(watch):
-    teardown = watch["project"].playbook("teardown")
-    assert teardown.rc == 0, teardown.messages()
-    assert processes("/clusters/%s/" % TARGET) == {}
-    assert not os.path.exists(os.path.join(KWOK_WORKDIR, "clusters", TARGET))
-
-
-def test_the_decoy_saw_nothing(decoy, watch):
+def test_the_decoy_saw_nothing(clusters, watch):
+    decoy, _target = clusters
     events = decoy.audit_events(watch["offset"])
     assert events, "the decoy's audit log stopped"
     strangers = sorted({(e.get("userAgent", ""), e["user"].get("username"), e["verb"], e["requestURI"])

@@ -155,3 +155,29 @@ def test_a_helm_client_that_is_not_an_absolute_path_is_refused(value):
     settings = run_settings("site", "existing", helm_binary=value)
     assert len(settings["errors"]) == 1 and settings["errors"][0].startswith("run_helm_binary: ")
     assert settings["helm_binary"] == ""
+
+
+def test_the_inventorys_modes_override_the_providers_once_for_every_role():
+    # An existing cluster of kwok nodes (fairgpu issue 15): the local stand-ins although the provider is existing.
+    local = {"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"}
+    settings = run_settings("site", "existing", mode_overrides=local)
+    assert settings["errors"] == [] and settings["modes"] == local
+    # One component overridden, the others the provider's; unset and empty keep the provider's.
+    assert run_settings("site", "existing", mode_overrides={"kueue": "local", "monitoring": None, "gpu_operator": ""})[
+        "modes"] == {"gpu_operator": "helm", "kueue": "local", "monitoring": "helm"}
+    assert run_settings("site", "kwok", mode_overrides={"kueue": "helm"})["modes"]["kueue"] == "helm"
+
+
+def test_a_mode_that_does_not_exist_is_named_with_the_choices():
+    settings = run_settings("site", "existing", mode_overrides={"kueue": "simulated", "gpu_operator": "local"})
+    assert settings["errors"] == [
+        "gpu_operator_mode: 'local' is not a mode of the gpu operator; use simulated or helm, or leave it unset for "
+        "the provider's (helm on existing)",
+        "kueue_mode: 'simulated' is not a mode of the kueue; use local or helm, or leave it unset for the provider's "
+        "(helm on existing)"]
+
+
+def test_local_processes_on_an_existing_cluster_get_the_port_checks():
+    errors = run_settings("site", "existing", local_ports={"prometheus": 39190}, ephemeral_ports=LINUX_RANGE,
+                          mode_overrides={"monitoring": "local"})["errors"]
+    assert [e.split(":")[0] for e in errors] == ["run_local_ports.prometheus"]

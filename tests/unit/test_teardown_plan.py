@@ -191,6 +191,40 @@ def test_kueue_webhooks_and_crds_are_never_deleted():
     assert "  keep every CustomResourceDefinition, and every object fairgpu did not create" in plan["lines"]
 
 
+def local_webhook(kind, port=19443, extra_url=None):
+    hooks = [{"name": "mjob.kb.io", "clientConfig": {"url": "https://127.0.0.1:%d/mutate-batch-v1-job" % port}},
+             {"name": "mclusterqueue.kb.io",
+              "clientConfig": {"url": extra_url or "https://127.0.0.1:%d/mutate-kueue-x-k8s-io-v1beta2-clusterqueue" % port}}]
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": "kueue-%s-webhook-configuration" % ("mutating" if kind.startswith("M") else "validating"),
+                         "labels": {"app.kubernetes.io/managed-by": "fairgpu"}},
+            "webhooks": hooks}
+
+
+def test_the_local_kueues_webhooks_go_last_since_teardown_stops_it():
+    # kueue_mode local on an existing cluster: left behind, the webhooks (failurePolicy Fail) would call a stopped
+    # process and the API server would refuse every Job of the cluster.
+    hooks = [local_webhook("MutatingWebhookConfiguration"), local_webhook("ValidatingWebhookConfiguration")]
+    target = dict(EXISTING, local_webhook=teardown.local_webhook_prefix(19443))
+    plan = teardown.teardown_plan(results(fairgpu_objects() + hooks), target, confirm="prod-eu")
+    assert described(plan)[-2:] == ["MutatingWebhookConfiguration kueue-mutating-webhook-configuration",
+                                    "ValidatingWebhookConfiguration kueue-validating-webhook-configuration"]
+    assert ("  delete ValidatingWebhookConfiguration kueue-validating-webhook-configuration: it calls the local Kueue "
+            "(https://127.0.0.1:19443), which teardown stops; left behind (failurePolicy Fail) it would refuse every "
+            "Job of the cluster") in plan["lines"]
+    assert not any("WebhookConfiguration" in k["what"] for k in plan["keep"])
+    # Another port (another embedded cluster's Kueue), one webhook elsewhere, or no local Kueue: kept.
+    for other, prefix in (([local_webhook("MutatingWebhookConfiguration", 29443)], target["local_webhook"]),
+                          ([local_webhook("MutatingWebhookConfiguration", extra_url="https://kueue.example/x")],
+                           target["local_webhook"]),
+                          (hooks, "")):
+        plan = teardown.teardown_plan(results(other), dict(EXISTING, local_webhook=prefix), confirm="prod-eu")
+        assert not any("WebhookConfiguration" in d for d in described(plan)), plan["lines"]
+        assert any(k["reason"] == "part of Kueue's installation; never deleted on an existing cluster"
+                   for k in plan["keep"])
+    assert teardown.calls_local_kueue({"webhooks": []}, target["local_webhook"]) is False
+
+
 def test_helm_releases_fairgpu_did_not_install_are_never_uninstalled():
     secrets = [helm_secret("kueue", "kueue-system", "kueue", {"replicaCount": 2}, "0.19.2"),
                helm_secret("gpu-operator", "gpu-operator", "gpu-operator", dict(teardown.RELEASE_MARKER), "v25.10.1"),

@@ -13,7 +13,10 @@ Pure logic, no cluster access. The rules, one place each:
   built), the inventory's ``run_path``, ``kueue``. ``tenants.yml`` and ``validate.yml`` refuse an ``-e path`` that
   differs from the recorded one: the cluster's GPUs are laid out for the recorded path.
 - **Modes** from ``cluster_provider``: ``kwok`` (the embedded cluster) runs the GPU operator's simulated stand-in,
-  Kueue and Prometheus as local processes; ``kind`` and ``existing`` install the charts with helm.
+  Kueue and Prometheus as local processes; ``kind`` and ``existing`` install the charts with helm. The
+  inventory's ``gpu_operator_mode``, ``kueue_mode`` and ``monitoring_mode`` override them here, once, so that no
+  role decides from ``cluster_provider`` what the override changed (an existing cluster of kwok nodes runs the
+  local stand-ins).
 - **MIG strategy** (the GPU Operator's ``mig.strategy``, read by its device plugin and feature discovery, and the
   strategy the MIG layout is checked and the tenants planned under): ``run_mig_strategy`` when set, else
   ``mixed`` on path mig (the task's per-profile quotas need one resource per MIG profile,
@@ -52,6 +55,10 @@ MODES_BY_PROVIDER = {
     "kind": {"gpu_operator": "helm", "kueue": "helm", "monitoring": "helm"},
     "existing": {"gpu_operator": "helm", "kueue": "helm", "monitoring": "helm"},
 }
+# The modes a component can run in, and the inventory variable that overrides the provider's choice. An existing
+# cluster of kwok nodes (one a person started with kwokctl) keeps the local stand-ins with all three overrides.
+MODE_CHOICES = {"gpu_operator": ("simulated", "helm"), "kueue": ("local", "helm"), "monitoring": ("local", "helm")}
+MODE_VARIABLES = {"gpu_operator": "gpu_operator_mode", "kueue": "kueue_mode", "monitoring": "monitoring_mode"}
 # Playbooks that work on what site.yml built, and so follow the path it recorded on the cluster.
 FOLLOWS_RECORD = ("tenants", "validate")
 # The local ports of the embedded cluster's processes on 127.0.0.1; two embedded clusters on one machine need
@@ -151,7 +158,7 @@ def _merged(given, defaults, variable, errors):
 def run_settings(playbook, provider, requested_path=None, recorded_path=None, inventory_path=None,
                  mig_strategy=None, cluster="", cluster_name="fairgpu", local_ports=None, namespaces=None,
                  ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=(),
-                 helm_binary=""):
+                 mode_overrides=None, helm_binary=""):
     """The run's settings for one inventory host.
 
     ``playbook``: one of PLAYBOOKS. ``provider``: ``cluster_provider``. ``requested_path``: ``-e path`` (None or ""
@@ -164,9 +171,12 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     ``state_dir``: the machine's fairgpu state directory (``~/.local/share/fairgpu``). ``toolchain_cache``: where
     the toolchain is built (``FAIRGPU_CACHE`` or ``~/.cache/fairgpu``). ``versions``: the pinned versions
     (``{NAME: value}`` of versions.env). ``host_variables``: the names of the variables the inventory and extra
-    vars set for the host; one of MOVED_VARIABLES is refused, naming where it went. ``helm_binary``:
-    ``run_helm_binary``, the helm client of the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the
-    embedded cluster the toolchain's helm, built when a role first needs it).
+    vars set for the host; one of MOVED_VARIABLES is refused, naming where it went. ``mode_overrides``: the
+    inventory's ``gpu_operator_mode``, ``kueue_mode``, ``monitoring_mode`` by component (None or "": the provider's
+    mode), so that every role reads the modes the run really uses (the MIG layout and the validation follow the GPU
+    Operator's mode, the teardown the local processes'). ``helm_binary``: ``run_helm_binary``, the helm client of
+    the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the embedded cluster the toolchain's
+    helm, built when a role first needs it).
 
     Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
@@ -210,6 +220,17 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     if path not in PATHS:
         path = DEFAULT_PATH
     modes = dict(MODES_BY_PROVIDER.get(provider, MODES_BY_PROVIDER["kwok"]))
+    overrides = mode_overrides if isinstance(mode_overrides, dict) else {}
+    for component in sorted(MODE_CHOICES):
+        value = overrides.get(component)
+        if _blank(value):
+            continue
+        if value not in MODE_CHOICES[component]:
+            errors.append("%s: %r is not a mode of the %s; use %s, or leave it unset for the provider's (%s on %s)"
+                          % (MODE_VARIABLES[component], value, component.replace("_", " "),
+                             " or ".join(MODE_CHOICES[component]), modes[component], provider))
+            continue
+        modes[component] = value
     strategy = mig_strategy if mig_strategy in MIG_STRATEGIES else MIG_STRATEGY_BY_PATH[path]
     nodes_source = "node_pools" if playbook == "render" else "live"
 
@@ -222,7 +243,8 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         if not (isinstance(value, str) and len(value) <= 63 and _DNS_LABEL.match(value)):
             errors.append("run_namespaces.%s: %r is not a namespace name (a lower-case DNS label)" % (name, value))
     ports = _merged(local_ports, LOCAL_PORT_DEFAULTS, "run_local_ports", errors)
-    if provider == "kwok":
+    # Local processes listen on these ports: the embedded cluster's, or an existing cluster's with a local mode.
+    if provider == "kwok" or "local" in (modes["kueue"], modes["monitoring"]):
         errors.extend(local_port_errors(ports, ephemeral_range(ephemeral_ports)))
     ports = dict((name, int(value) if _is_port(value) else value) for name, value in ports.items())
     state_dir = str(state_dir or "").rstrip("/")

@@ -22,7 +22,13 @@ The rules, by ``cluster_provider``:
     server-side apply of the bare Namespace;
   * a Cohort or ResourceFlavor that a ClusterQueue fairgpu did not make uses;
   * CustomResourceDefinitions and webhook configurations (Kueue's installation): never deleted on an existing
-    cluster. Kueue's chart ships its CRDs as templates without ``helm.sh/resource-policy: keep`` (kueue v0.19.2
+    cluster, but for the webhook configurations that call fairgpu's local Kueue process (``kueue_mode: local``:
+    every webhook's ``clientConfig.url`` on ``https://127.0.0.1:<run_local_ports.kueue_webhook>``, as
+    ``kueue/webhooks.py`` points them): teardown stops that process, and left behind with their
+    ``failurePolicy: Fail`` they would make the API server refuse every Job (and every Kueue object) of the
+    cluster ("failed calling webhook ... connection refused": the field report of a scheduler's webhooks left
+    after ``helm uninstall``, kai-scheduler/KAI-Scheduler#751; kyverno/kyverno#1726). They go last, after the
+    objects Kueue still had to release. Kueue's chart ships its CRDs as templates without ``helm.sh/resource-policy: keep`` (kueue v0.19.2
     ``charts/kueue/templates/crd/``), so deleting them, or uninstalling that chart, deletes every ClusterQueue,
     LocalQueue and Workload of the cluster, fairgpu's or not (the same trap: piraeusdatastore/helm-charts#101,
     volcano-sh/volcano#5727);
@@ -114,6 +120,9 @@ DELETE_ORDER = (
     (KUEUE_API, "WorkloadPriorityClass"),
     (_RBAC, "ClusterRoleBinding"),
     (_RBAC, "ClusterRole"),
+    # Only those that call the local Kueue (local_webhook_prefix), after everything Kueue had to release.
+    (ADMISSION_API, "MutatingWebhookConfiguration"),
+    (ADMISSION_API, "ValidatingWebhookConfiguration"),
 )
 # Part of Kueue's installation (the local Kueue's webhooks): listed, never deleted on an existing cluster.
 KEPT_KINDS = ((_ADMISSION, "ValidatingWebhookConfiguration"), (_ADMISSION, "MutatingWebhookConfiguration"))
@@ -130,7 +139,7 @@ def queries(provider="existing"):
     if provider != "existing":
         return []
     found = [{"api_version": api, "kind": kind, "label_selectors": [MANAGED_BY_SELECTOR], "purpose": "fairgpu"}
-             for api, kind in DELETE_ORDER + KEPT_KINDS if kind != "Job"]
+             for api, kind in _unique(DELETE_ORDER + KEPT_KINDS) if kind != "Job"]
     found += [{"api_version": "batch/v1", "kind": "Job", "label_selectors": [label], "purpose": "fairgpu"}
               for label in (VALIDATION_LABEL, PROBE_LABEL)]
     found += [{"api_version": KUEUE_API, "kind": kind, "label_selectors": [], "purpose": "all"}
@@ -138,6 +147,26 @@ def queries(provider="existing"):
     found.append({"api_version": "v1", "kind": "Secret", "label_selectors": ["owner=helm", "status=deployed"],
                   "purpose": "helm"})
     return found
+
+
+def _unique(pairs):
+    return tuple(p for i, p in enumerate(pairs) if p not in pairs[:i])
+
+
+def local_webhook_prefix(port, host="127.0.0.1"):
+    """The URL prefix of the webhooks of fairgpu's local Kueue on ``port`` (``run_local_ports.kueue_webhook``);
+    the same host and scheme as ``kueue/webhooks.py`` writes."""
+    return "https://%s:%d/" % (host, int(port))
+
+
+def calls_local_kueue(obj, prefix):
+    """Whether every webhook of a webhook configuration calls the local Kueue at URL ``prefix`` (and it has at
+    least one): such a configuration is fairgpu's local Kueue's, not a chart's (a chart's call a Service)."""
+    if not prefix:
+        return False
+    hooks = _list(_dict(obj).get("webhooks"))
+    return bool(hooks) and all(str(_dict(_dict(h).get("clientConfig")).get("url") or "").startswith(prefix)
+                               for h in hooks)
 
 
 def _dict(value):
@@ -304,7 +333,8 @@ def _where(target):
 def teardown_plan(results, target, confirm="", uninstall_releases=False):
     """The teardown of one inventory host. ``results``: the registered ``k8s_info`` loop over ``queries()``
     (each with ``item`` and ``resources``); ``target``: ``{"host", "provider", "name", "kubeconfig", "context",
-    "server"}``; ``confirm``: ``-e teardown_confirm``; ``uninstall_releases``: ``-e teardown_uninstall_releases``.
+    "server", "local_webhook"}`` (``local_webhook``: ``local_webhook_prefix`` of the local Kueue's port, "" when
+    none); ``confirm``: ``-e teardown_confirm``; ``uninstall_releases``: ``-e teardown_uninstall_releases``.
 
     Returns ``confirmed`` (may anything be removed), ``flag`` (the exact confirmation flag), ``delete`` (object
     references in deletion order), ``strip`` (Namespaces that stay, whose fairgpu fields go), ``uninstall``
@@ -329,7 +359,7 @@ def teardown_plan(results, target, confirm="", uninstall_releases=False):
                      "or not (%s)." % (host, name, _where(target)))
         total = "the kind cluster %s" % name
     else:
-        _plan_existing(plan, results, uninstall_releases)
+        _plan_existing(plan, results, uninstall_releases, str(target.get("local_webhook") or ""))
         lines.insert(0, "%s: existing cluster (%s). The cluster itself stays; fairgpu removes only what it "
                         "created." % (host, _where(target)))
         total = "fairgpu's objects (%d deletions%s)" % (
@@ -342,7 +372,7 @@ def teardown_plan(results, target, confirm="", uninstall_releases=False):
     return plan
 
 
-def _plan_existing(plan, results, uninstall_releases):
+def _plan_existing(plan, results, uninstall_releases, local_webhook=""):
     lines, keep = plan["lines"], plan["keep"]
     ours, queues, cohorts, releases = {}, [], [], []
     for purpose, api_version, kind, obj in _found(results):
@@ -360,7 +390,9 @@ def _plan_existing(plan, results, uninstall_releases):
     # Which of the labelled objects are fairgpu's, in deletion order.
     chosen = []
     for api_version, kind, obj, ref in sorted(ours.values(), key=lambda o: (_order(o[0], o[1]), describe(o[3]))):
-        if (api_version, kind) in KEPT_KINDS:
+        if (api_version, kind) in KEPT_KINDS and calls_local_kueue(obj, local_webhook):
+            chosen.append((api_version, kind, obj, ref))
+        elif (api_version, kind) in KEPT_KINDS:
             kept(ref, "part of Kueue's installation; never deleted on an existing cluster")
         elif not _fairgpu_name(kind, obj):
             kept(ref, "labelled %s but not named as fairgpu names a %s" % (MANAGED_BY_SELECTOR, kind))
@@ -401,6 +433,9 @@ def _plan_existing(plan, results, uninstall_releases):
             continue
         plan["delete"].append(ref)
         note = " and everything in it" if ref["kind"] == "Namespace" else ""
+        if (ref["apiVersion"], ref["kind"]) in KEPT_KINDS:
+            note = (": it calls the local Kueue (%s), which teardown stops; left behind (failurePolicy Fail) it "
+                    "would refuse every Job of the cluster" % local_webhook.rstrip("/"))
         lines.append("  delete %s%s" % (describe(ref), note))
     if plan["strip"]:
         lines.extend("  remove fairgpu's labels and annotation from %s (the namespace stays)" % describe(ref)
