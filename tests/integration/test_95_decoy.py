@@ -101,8 +101,8 @@ def kubectl_json(kubeconfig, *args):
 
 
 def apply(kubeconfig, items, *args):
-    applied = kubectl(kubeconfig, "apply", *args, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                                "items": items}))
+    documents = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    applied = kubectl(kubeconfig, "apply", *args, "-f", "-", stdin=documents)
     assert applied.returncode == 0, applied.stderr
 
 

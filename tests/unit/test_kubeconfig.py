@@ -48,10 +48,10 @@ def test_no_context_given_takes_the_files_current_one():
 @pytest.mark.parametrize("config,context,message", [
     (CONFIG, "prod", "cluster_context: /k.yaml has no context 'prod'; set cluster_context to one of decoy, "
                      "platform-admin@target"),
-    (dict(CONFIG, **{"current-context": ""}), "", "cluster_context: /k.yaml has no current-context; set "
-                                                   "cluster_context to one of decoy, platform-admin@target"),
-    (dict(CONFIG, **{"current-context": "gone"}), "", "cluster_kubeconfig: /k.yaml has no context 'gone'; set "
-                                                       "cluster_context to one of decoy, platform-admin@target"),
+    (dict(CONFIG, **{"current-context": ""}), "",
+     "cluster_context: /k.yaml has no current-context; set cluster_context to one of decoy, platform-admin@target"),
+    (dict(CONFIG, **{"current-context": "gone"}), "",
+     "cluster_kubeconfig: /k.yaml has no context 'gone'; set cluster_context to one of decoy, platform-admin@target"),
     (dict(CONFIG, clusters=[]), "decoy", "cluster_context: context 'decoy' of /k.yaml names cluster 'decoy', "
                                          "which the file does not define"),
     (dict(CONFIG, users=[]), "decoy", "cluster_context: context 'decoy' of /k.yaml names user 'decoy-admin', which "
