@@ -106,3 +106,13 @@ def test_document_and_markdown():
     assert "| b | 2 | 1 / 21 / 21 | 60 / 1260 / 1260 |" in page, page
     series = report.held_series(doc["timeline"])
     assert series["a"][1][:2] == [0, 4]
+
+
+def test_idle_while_pending_counts_free_gpus_that_a_pending_workload_could_take():
+    def fact(gpus, created, reserved, finished):
+        return {"gpus": gpus, "created": created, "reserved": reserved, "finished": finished}
+    # 8 GPUs: one 4-GPU Workload runs 0-20; a 2-GPU one waits 0-10 although 4 are free (20 GPU-s idle), and an
+    # 8-GPU one waits 0-20 but could not fit beside the first (not counted).
+    facts = [fact(4, 0, 0, 20), fact(2, 0, 10, 20), fact(8, 0, 20, 30)]
+    assert report.idle_while_pending(facts, 8) == {"gpu_seconds": 20.0, "share": 0.0833}
+    assert report.idle_while_pending([], 8) == {"gpu_seconds": 0.0, "share": 0.0}

@@ -128,6 +128,31 @@ def share_check(steps, capacity, weights, largest):
             "passed": bool(shares["seconds"]) and all(c["passed"] for c in checks.values())}
 
 
+def idle_while_pending(facts, capacity):
+    """GPU-seconds of quota that stood unreserved while a pending Workload would have fitted in it: between any two
+    events (a creation, reservation or end), the free GPUs (capacity less those held) that the pending Workloads,
+    smallest first, could have filled. Kueue admits one Workload per ClusterQueue per scheduling cycle
+    (kubernetes-sigs/kueue#14477), so a burst can leave GPUs idle while a queue drains. A preempted Workload's
+    earlier hold is not in its status, so this is an upper bound. Returns ``{"gpu_seconds", "share"}`` (share of
+    capacity x the span from the first creation to the last end)."""
+    ended = [f for f in facts if f["finished"] is not None]
+    times = sorted(set([f["created"] for f in ended] + [f["reserved"] for f in ended if f["reserved"] is not None]
+                       + [f["finished"] for f in ended]))
+    total = 0.0
+    for time, following in zip(times, times[1:]):
+        held = sum(f["gpus"] for f in ended if f["reserved"] is not None and f["reserved"] <= time < f["finished"])
+        free = max(0, capacity - held)
+        fits = 0
+        for gpus in sorted(f["gpus"] for f in ended if f["created"] <= time and
+                           (f["reserved"] is None or time < f["reserved"])):
+            if fits + gpus > free:
+                break
+            fits += gpus
+        total += fits * (following - time)
+    span = (times[-1] - times[0]) if len(times) > 1 else 0
+    return {"gpu_seconds": round(total, 3), "share": round(total / float(capacity * span), 4) if span else 0.0}
+
+
 def replay_document(cluster, plan, submitted, workloads, tenants, now):
     """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
     scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
@@ -140,12 +165,12 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now):
     largest = dict((t, max(j["gpus"] for j in jobs if j["tenant"] == t)) for t in names)
     steps = share_steps(facts)
     lost = lost_jobs(jobs, facts)
+    admitted = set(f["job"] for f in facts if f["reserved"] is not None)
     share = share_check(steps, plan["capacity"], dict((t, tenants.get(t, {}).get("weight", 1)) for t in names), largest)
     checks = [
         {"name": "no Job lost", "passed": not lost, "detail": "%d of %d lost%s" % (
             len(lost), len(jobs), (": " + ", ".join(lost[:10])) if lost else "")},
-        {"name": "every Job's Workload admitted by Kueue", "passed": len(set(f["job"] for f in facts
-                                                                            if f["reserved"] is not None)) == len(jobs),
+        {"name": "every Job's Workload admitted by Kueue", "passed": len(admitted) == len(jobs),
          "detail": "%d Workloads with QuotaReserved of %d Jobs" % (
              len([f for f in facts if f["reserved"] is not None]), len(jobs))},
         {"name": "contended share within the bound of the weighted max-min share", "passed": share["passed"],
@@ -158,6 +183,8 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now):
             "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
                            "lateness": submitted.get("lateness")},
             "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
+            "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
+            "most_evictions": max([f["evictions"] for f in facts] or [0]),
             "workloads": len(facts),
             "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps]}
 
@@ -187,6 +214,9 @@ def replay_markdown(doc):
               "- Submission: %s created, %s existing; lateness max %s s, mean %s s." % (
                   doc["submission"]["created"], doc["submission"]["existing"],
                   (doc["submission"]["lateness"] or {}).get("max"), (doc["submission"]["lateness"] or {}).get("mean")),
+              "- GPUs idle while work was pending: %s GPU-seconds (%s of capacity x time, an upper bound); the most "
+              "evictions of one Workload: %s." % (doc["idle_while_pending"]["gpu_seconds"],
+                                                  doc["idle_while_pending"]["share"], doc["most_evictions"]),
               "", "### What the trace adapter decided", "", "| decision | tasks |", "|---|---|"]
     a = doc["adapter"]
     for key, text in (("rows", "rows read"), ("no_gpu", "dropped: CPU-only"), ("never_scheduled", "dropped: never scheduled"),
