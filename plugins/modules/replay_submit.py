@@ -97,7 +97,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.schedule import REPLAY_LABEL, due, job_manifest, lateness
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, REPLAY_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.schedule import due, job_manifest, lateness
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError
@@ -112,7 +113,7 @@ def argspec():
         run_id=dict(type="str", required=True),
         image=dict(type="str", default="busybox:1.37"),
         simulated=dict(type="bool", default=True),
-        resource=dict(type="str", default="nvidia.com/gpu"),
+        resource=dict(type="str", default=GPU_RESOURCE),
         late_limit=dict(type="float", default=30),
     )
     return spec

@@ -16,11 +16,9 @@ __metaclass__ = type
 
 import hashlib
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_RESOURCE, QUEUE_LABEL, REPLAY_LABEL, TENANT_LABEL)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import trace as replay_trace
-
-REPLAY_LABEL = "fairgpu.io/replay"
-TENANT_LABEL = "fairgpu.io/tenant"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 class ScheduleError(ValueError):
@@ -85,7 +83,7 @@ def submissions(tasks, queues, prefix):
     return jobs
 
 
-def job_manifest(job, run_id, image, simulated, resource="nvidia.com/gpu"):
+def job_manifest(job, run_id, image, simulated, resource=GPU_RESOURCE):
     """The batch/v1 Job of one submission: created suspended (Kueue unsuspends it on admission), queued on its
     tenant's LocalQueue, restricted Pod Security, and on the embedded cluster kwok's fixed run time."""
     seconds = "%ds" % job["seconds"]
