@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet molecule bench clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -20,6 +20,8 @@ help:
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
+	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
+	@echo "make test-replay a short replay (tests/integration/test_98_replay.py, not part of make test)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,10 +76,22 @@ rules: setup
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 integration: setup toolchain toolchain-prometheus-operator
-	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py
+	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py --ignore=tests/integration/test_98_replay.py
 
 test-fleet: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py
+
+# A short replay of the trace (tests/integration/test_98_replay.py, its own cluster fairgpu-replay); not in make test.
+test-replay: setup toolchain
+	$(BIN)/python -m pytest -q tests/integration/test_98_replay.py
+
+# A busy window of the Alibaba GPU trace v2023 (FAIRGPU_TRACE_DIR) replayed through Kueue on an embedded cluster
+# of its own (fairgpu-replay, inventories/replay/); the report lands in results/replay/replay/.
+REPLAY_VARS := -e @inventories/replay/replay.yml
+replay: setup toolchain
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $(REPLAY_VARS)
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $(REPLAY_VARS); rc=$$?; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(REPLAY_VARS); exit $$rc
 
 molecule: setup toolchain
 	$(BIN)/molecule test -s default

@@ -18,6 +18,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
@@ -78,4 +79,5 @@ class FilterModule(object):
             "nvidia_smi_list": nvidia_smi.parse_list,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
             "versions_env": versions.versions_env,
+            "replay_tenant_queues": replay_schedule.tenant_queues,
         }

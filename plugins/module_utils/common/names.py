@@ -61,6 +61,8 @@ TENANT_LABEL = "fairgpu.io/tenant"
 PRIORITY_CLASSES_ANNOTATION = "fairgpu.io/workload-priority-classes"
 # A validation load Job queued behind the flood, deleted after the measurement.
 BACKLOG_LABEL = "fairgpu.io/backlog"
+# The replay role labels its Jobs and pods fairgpu.io/replay=<replay_run_id>.
+REPLAY_LABEL = "fairgpu.io/replay"
 # The isolation probe's Jobs and pods.
 PROBE_LABEL = "fairgpu.io/probe"
 
@@ -83,7 +85,8 @@ PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 # Where role YAML and templates write one of these names literally (Jinja cannot import it), by name.
 YAML_LITERALS = {
     "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
-                  "roles/tenants/vars/main.yml", "roles/validate/tasks/cleanup.yml"),
+                  "roles/tenants/vars/main.yml", "roles/validate/tasks/cleanup.yml", "roles/replay/tasks/main.yml"),
+    "REPLAY_LABEL": ("roles/replay/tasks/main.yml",),
     "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/monitoring/tasks/local.yml",
                          "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
                          "roles/validate/tasks/main.yml"),

@@ -46,7 +46,7 @@ import re
 PATHS = ("kueue", "mig")
 DEFAULT_PATH = "kueue"
 PROVIDERS = ("kwok", "kind", "existing")
-PLAYBOOKS = ("site", "tenants", "validate", "render", "teardown")
+PLAYBOOKS = ("site", "tenants", "validate", "replay", "render", "teardown")
 MIG_STRATEGIES = ("single", "mixed")
 MIG_STRATEGY_BY_PATH = {"kueue": "single", "mig": "mixed"}
 # The component -> mode rule: the embedded cluster runs local stand-ins, every other cluster the charts.
@@ -60,7 +60,7 @@ MODES_BY_PROVIDER = {
 MODE_CHOICES = {"gpu_operator": ("simulated", "helm"), "kueue": ("local", "helm"), "monitoring": ("local", "helm")}
 MODE_VARIABLES = {"gpu_operator": "gpu_operator_mode", "kueue": "kueue_mode", "monitoring": "monitoring_mode"}
 # Playbooks that work on what site.yml built, and so follow the path it recorded on the cluster.
-FOLLOWS_RECORD = ("tenants", "validate")
+FOLLOWS_RECORD = ("tenants", "validate", "replay")
 # The local ports of the embedded cluster's processes on 127.0.0.1; two embedded clusters on one machine need
 # their own (run_local_ports).
 LOCAL_PORT_DEFAULTS = {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081,

@@ -1,0 +1,251 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu contributors
+# Apache License 2.0 (see LICENSE)
+"""The replay report (issue 17): per tenant, from what Kueue decided on the real cluster (its Workloads'
+conditions and scheduling stats), waits, GPU-hours, preemptions, Jobs lost and the contended share against the
+weighted max-min share. Pure logic, no cluster access; the module replay_report writes it.
+
+What a Workload tells, Kueue v0.19 (apis/kueue/v1beta2/workload_types.go): ``QuotaReserved`` (True from the
+last time Kueue reserved quota), ``Finished`` (True with reason Succeeded or Failed when its Job ended),
+``Preempted`` (its message names the preemptor: "Preempted to accommodate a workload (UID: ..., JobUID: ...)
+due to ...", pkg/scheduler/preemption), and ``status.schedulingStats.evictions[] {reason, underlyingCause,
+count}``, which counts every eviction, also those undone by a later re-admission.
+
+A Workload holds its GPUs from its last QuotaReserved to its Finished time; a preempted Workload's earlier holds
+are not in its status any more, so the shares over time leave them out (the report says how many were preempted).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness
+
+PREEMPTOR_UID = re.compile(r"UID: ([0-9a-fA-F-]{36})")
+
+
+def _condition(workload, kind):
+    return next((c for c in (workload.get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def workload_facts(workload, jobs_by_name):
+    """One Workload as ``{"workload", "uid", "job", "tenant", "gpus", "created", "reserved", "finished",
+    "finished_reason", "wait", "evictions", "preempted", "preemptor_uid"}`` (times: Unix seconds from Kueue's
+    timestamps; None when missing). ``jobs_by_name``: the replay's Jobs by name. None for a Workload of no Job of
+    the replay."""
+    metadata = workload.get("metadata") or {}
+    owner = next((o.get("name") for o in metadata.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+    job = jobs_by_name.get(owner)
+    if job is None:
+        return None
+    reserved, finished = _condition(workload, "QuotaReserved"), _condition(workload, "Finished")
+    evictions = (workload.get("status") or {}).get("schedulingStats", {}).get("evictions") or []
+    preempted_by = [e.get("count", 0) for e in evictions if e.get("reason") == "Preempted"]
+    preempted = next((c for c in (workload.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Preempted"), None)
+    match = PREEMPTOR_UID.search((preempted or {}).get("message") or "")
+    return {"workload": metadata.get("name"), "uid": metadata.get("uid"), "job": owner, "tenant": job["tenant"],
+            "gpus": job["gpus"], "created": fairness._time(metadata["creationTimestamp"]),
+            "reserved": fairness._time(reserved["lastTransitionTime"]) if reserved else None,
+            "finished": fairness._time(finished["lastTransitionTime"]) if finished else None,
+            "finished_reason": finished.get("reason") if finished else None,
+            "wait": fairness.workload_wait(workload),
+            "evictions": sum(e.get("count", 0) for e in evictions), "preempted": sum(preempted_by),
+            "preemptor_uid": match.group(1) if match and sum(preempted_by) else None}
+
+
+def share_steps(facts, end=None):
+    """``[(time, {tenant: {"held", "wanted"}})]`` from the Workloads' facts: a Workload is wanted from its creation
+    to its end (finished, or ``end``) and held from its quota reservation to its end."""
+    changes = {}
+    tenants = sorted(set(f["tenant"] for f in facts))
+
+    def add(time, tenant, key, value):
+        entry = changes.setdefault(time, {})
+        entry[(tenant, key)] = entry.get((tenant, key), 0) + value
+
+    for fact in facts:
+        stop = fact["finished"] if fact["finished"] is not None else end
+        if stop is None:
+            continue
+        add(fact["created"], fact["tenant"], "wanted", fact["gpus"])
+        add(stop, fact["tenant"], "wanted", -fact["gpus"])
+        if fact["reserved"] is not None and fact["reserved"] < stop:
+            add(fact["reserved"], fact["tenant"], "held", fact["gpus"])
+            add(stop, fact["tenant"], "held", -fact["gpus"])
+    level = dict(((t, k), 0) for t in tenants for k in ("held", "wanted"))
+    steps = []
+    for time in sorted(changes):
+        for key, value in changes[time].items():
+            level[key] += value
+        steps.append((time, dict((t, {"held": level[(t, "held")], "wanted": level[(t, "wanted")]}) for t in tenants)))
+    return steps
+
+
+def tenant_figures(facts, tenants, factor):
+    """Per tenant: Jobs, waits (``fairness.wait_summary`` in wall and trace time), GPU-hours used (wall, and in
+    trace time x ``factor``), preemptions suffered and caused (preemptor UIDs matched to the tenants' Workloads)."""
+    tenant_of_uid = dict((f["uid"], f["tenant"]) for f in facts)
+    caused = {}
+    for fact in facts:
+        if fact["preemptor_uid"] in tenant_of_uid:
+            by = tenant_of_uid[fact["preemptor_uid"]]
+            caused[by] = caused.get(by, 0) + 1
+    figures = {}
+    for tenant in tenants:
+        mine = [f for f in facts if f["tenant"] == tenant]
+        hours = sum(f["gpus"] * (f["finished"] - f["reserved"]) for f in mine
+                    if f["reserved"] is not None and f["finished"] is not None) / 3600.0
+        figures[tenant] = {"workloads": len(mine), "waits": fairness.wait_summary([f["wait"] for f in mine], factor),
+                           "gpu_hours": round(hours, 4), "trace_gpu_hours": round(hours * factor, 2),
+                           "preemptions_suffered": sum(f["preempted"] for f in mine),
+                           "evictions": sum(f["evictions"] for f in mine),
+                           "preemptions_caused": caused.get(tenant, 0)}
+    return figures
+
+
+def lost_jobs(jobs, facts):
+    """Names of the replay's Jobs that Kueue did not see to a successful end: no Workload, never admitted, not
+    finished, or finished Failed."""
+    done = set(f["job"] for f in facts if f["reserved"] is not None and f["finished_reason"] == "Succeeded")
+    return sorted(j["name"] for j in jobs if j["name"] not in done)
+
+
+def share_check(steps, capacity, weights, largest):
+    """``fairness.contention_shares`` of the steps, and per tenant whether its mean contended share is within
+    ``fairness.share_bound(capacity, its largest task)`` of its weighted max-min share."""
+    shares = fairness.contention_shares(steps, capacity, weights)
+    checks = {}
+    for tenant in sorted(set(shares["held"]) | set(largest)):
+        bound = fairness.share_bound(capacity, largest.get(tenant, 0))
+        held, fair = shares["held"].get(tenant, 0.0), shares["fair"].get(tenant, 0.0)
+        checks[tenant] = {"held": round(held, 3), "fair": round(fair, 3), "bound": bound,
+                          "passed": abs(held - fair) <= bound}
+    return {"contended_seconds": round(shares["seconds"], 3), "tenants": checks,
+            "passed": bool(shares["seconds"]) and all(c["passed"] for c in checks.values())}
+
+
+def idle_while_pending(facts, capacity):
+    """GPU-seconds of quota that stood unreserved while a pending Workload would have fitted in it: between any two
+    events (a creation, reservation or end), the free GPUs (capacity less those held) that the pending Workloads,
+    smallest first, could have filled. Kueue admits one Workload per ClusterQueue per scheduling cycle
+    (kubernetes-sigs/kueue#14477), so a burst can leave GPUs idle while a queue drains. A preempted Workload's
+    earlier hold is not in its status, so this is an upper bound. Returns ``{"gpu_seconds", "share"}`` (share of
+    capacity x the span from the first creation to the last end)."""
+    ended = [f for f in facts if f["finished"] is not None]
+    times = sorted(set([f["created"] for f in ended] + [f["reserved"] for f in ended if f["reserved"] is not None]
+                       + [f["finished"] for f in ended]))
+    total = 0.0
+    for time, following in zip(times, times[1:]):
+        held = sum(f["gpus"] for f in ended if f["reserved"] is not None and f["reserved"] <= time < f["finished"])
+        free = max(0, capacity - held)
+        fits = 0
+        for gpus in sorted(f["gpus"] for f in ended if f["created"] <= time and
+                           (f["reserved"] is None or time < f["reserved"])):
+            if fits + gpus > free:
+                break
+            fits += gpus
+        total += fits * (following - time)
+    span = (times[-1] - times[0]) if len(times) > 1 else 0
+    return {"gpu_seconds": round(total, 3), "share": round(total / float(capacity * span), 4) if span else 0.0}
+
+
+def replay_document(cluster, plan, submitted, workloads, tenants, now):
+    """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
+    scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
+    after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees)."""
+    jobs = plan["jobs"]
+    by_name = dict((j["name"], j) for j in jobs)
+    facts = [f for f in (workload_facts(w, by_name) for w in workloads) if f is not None]
+    factor = plan["compression"]["factor"]
+    names = sorted(set(j["tenant"] for j in jobs))
+    largest = dict((t, max(j["gpus"] for j in jobs if j["tenant"] == t)) for t in names)
+    steps = share_steps(facts)
+    lost = lost_jobs(jobs, facts)
+    admitted = set(f["job"] for f in facts if f["reserved"] is not None)
+    share = share_check(steps, plan["capacity"], dict((t, tenants.get(t, {}).get("weight", 1)) for t in names), largest)
+    checks = [
+        {"name": "no Job lost", "passed": not lost, "detail": "%d of %d lost%s" % (
+            len(lost), len(jobs), (": " + ", ".join(lost[:10])) if lost else "")},
+        {"name": "every Job's Workload admitted by Kueue", "passed": len(admitted) == len(jobs),
+         "detail": "%d Workloads with QuotaReserved of %d Jobs" % (
+             len([f for f in facts if f["reserved"] is not None]), len(jobs))},
+        {"name": "contended share within the bound of the weighted max-min share", "passed": share["passed"],
+         "detail": "%s s of contention" % share["contended_seconds"]},
+    ]
+    start = min([f["created"] for f in facts] or [0])
+    return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
+            "capacity": plan["capacity"], "window": plan["window"], "compression": plan["compression"],
+            "scaling": plan["scaling"], "adapter": plan["adapter"], "assignment": plan["assignment"],
+            "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
+                           "lateness": submitted.get("lateness")},
+            "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
+            "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
+            "most_evictions": max([f["evictions"] for f in facts] or [0]),
+            "workloads": len(facts),
+            "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps]}
+
+
+def _cell(value):
+    return "-" if value is None else ("%g" % value if isinstance(value, float) else str(value))
+
+
+def replay_markdown(doc):
+    """The report as Markdown."""
+    lines = ["# fairgpu replay report: %s" % doc["cluster"], "",
+             "Generated %s. Verdict: **%s**." % (doc["generated"], "passed" if doc["passed"] else "FAILED"), "",
+             "## Checks", "", "| check | result | detail |", "|---|---|---|"]
+    lines += ["| %s | %s | %s |" % (c["name"], "passed" if c["passed"] else "FAILED", c["detail"]) for c in doc["checks"]]
+    w, c, s = doc["window"], doc["compression"], doc["scaling"]
+    lines += ["", "## The replay", "",
+              "- Window: %s s of trace from %s s (%s), %d tasks, %s wall seconds." % (
+                  w["seconds"], w["start"], w["chosen"], w["tasks"], w["wall_seconds"]),
+              "- Compression: %g trace seconds per wall second; run times at least %s s (%d raised to it)." % (
+                  c["factor"], c["floor"], c["raised_to_floor"]),
+              "- Load: %g x %s GPUs asked of the replay (wall time, run times raised to the floor included); "
+              "the trace's own window is %g x capacity; GPUs scaled by %g; mean demand %g GPUs before scaling, %g "
+              "after (%g x capacity), peak %s; %d tasks capped at one node, %d thinned out (stable hash)." % (
+                  s["load_factor"], doc["capacity"], s["trace_time_load"], s["factor"], s["trace_mean_demand"],
+                  s["mean_demand"], s["achieved_load"], s["peak_demand"], s["capped"], s["thinned"]),
+              "- Tenants: by %s." % doc["assignment"]["by"],
+              "- Submission: %s created, %s existing; lateness max %s s, mean %s s." % (
+                  doc["submission"]["created"], doc["submission"]["existing"],
+                  (doc["submission"]["lateness"] or {}).get("max"), (doc["submission"]["lateness"] or {}).get("mean")),
+              "- GPUs idle while work was pending: %s GPU-seconds (%s of capacity x time, an upper bound); the most "
+              "evictions of one Workload: %s." % (doc["idle_while_pending"]["gpu_seconds"],
+                                                  doc["idle_while_pending"]["share"], doc["most_evictions"]),
+              "", "### What the trace adapter decided", "", "| decision | tasks |", "|---|---|"]
+    a = doc["adapter"]
+    for key, text in (("rows", "rows read"), ("no_gpu", "dropped: CPU-only"), ("never_scheduled", "dropped: never scheduled"),
+                      ("failed_kept", "kept: ended Failed"), ("fractional_rounded_up", "fractional GPU rounded up to 1"),
+                      ("cut_at_end", "cut at the trace's end"), ("gpu_spec_empty", "no GPU model asked"),
+                      ("tasks", "kept")):
+        lines.append("| %s | %s |" % (text, a.get(key)))
+    lines += ["", "## Per tenant", "",
+              "| tenant | Jobs | wait p50 / p95 / max (wall s) | (trace s) | GPU-hours (wall / trace) | preempted | "
+              "caused | contended share | fair share | bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for tenant, f in sorted(doc["tenants"].items()):
+        x, share = f["waits"], doc["share"]["tenants"].get(tenant, {})
+        lines.append("| %s | %d | %s / %s / %s | %s / %s / %s | %s / %s | %d | %d | %s | %s | %s |" % (
+            tenant, f["workloads"], _cell(x["p50"]), _cell(x["p95"]), _cell(x["max"]), _cell(x["trace_p50"]),
+            _cell(x["trace_p95"]), _cell(x["trace_max"]), f["gpu_hours"], f["trace_gpu_hours"],
+            f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("fair"), share.get("bound")))
+    lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
+              "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
+              "tenants had pending work (%s s), against the demand-capped weighted max-min share; the bound is "
+              "max(10%% of capacity, the tenant's largest task)." % doc["share"]["contended_seconds"], ""]
+    return "\n".join(lines)
+
+
+def held_series(timeline):
+    """``{tenant: ([seconds], [GPUs held])}`` of the report's timeline, for the plot."""
+    series = {}
+    for seconds, held in timeline:
+        for tenant, value in held.items():
+            xs, ys = series.setdefault(tenant, ([], []))
+            xs.append(seconds)
+            ys.append(value)
+    return series

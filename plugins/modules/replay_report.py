@@ -1,0 +1,156 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: replay_report
+short_description: Write fairgpu's replay report (JSON, Markdown and a plot of shares over time)
+version_added: 0.2.0
+description:
+  - Judges a replay from the Workloads Kueue kept for its Jobs (C(plugins/module_utils/replay/report.py)) and writes
+    C(replay.json), C(replay.md) and C(shares.png) (GPUs held per tenant over time) into O(path).
+  - Does not talk to a cluster; the plot needs matplotlib (without it the report says so).
+author:
+  - fairgpu contributors (!UNKNOWN)
+options:
+  path:
+    description: Directory to write into (created when missing).
+    type: path
+    required: true
+  cluster:
+    description: Name of the cluster (the inventory host).
+    type: str
+    required: true
+  plan:
+    description: The result of M(fairgpu.tenancy.replay_plan) with C(capacity) (the cluster's GPUs) added.
+    type: dict
+    required: true
+  submitted:
+    description: The result of M(fairgpu.tenancy.replay_submit).
+    type: dict
+    required: true
+  workloads:
+    description: The Workload objects of the tenants' namespaces, read after every Job finished.
+    type: list
+    elements: dict
+    required: true
+  tenants:
+    description: "Fair-sharing weight and guarantee of each tenant, C({tenant: {weight, gpus}})."
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Write the replay report
+  fairgpu.tenancy.replay_report:
+    path: results/embedded/replay
+    cluster: embedded
+    plan: "{{ replay_planned | combine({'capacity': 16}) }}"
+    submitted: "{{ replay_submitted }}"
+    workloads: "{{ replay_workloads }}"
+    tenants: {tenant-0: {weight: 1, gpus: 4}}
+"""
+
+RETURN = r"""
+passed:
+  description: Whether every check passed (no Job lost, every Workload admitted, shares within the bound).
+  returned: always
+  type: bool
+checks:
+  description: The checks, each C({name, passed, detail}).
+  returned: always
+  type: list
+  elements: dict
+failed_checks:
+  description: Names and details of the failed checks.
+  returned: always
+  type: list
+  elements: str
+report:
+  description: The whole report as written to C(replay.json).
+  returned: always
+  type: dict
+markdown:
+  description: Path of C(replay.md).
+  returned: always
+  type: str
+plot:
+  description: Path of C(shares.png), or null without matplotlib.
+  returned: always
+  type: str
+"""
+
+import datetime
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.report import (
+    held_series, replay_document, replay_markdown)
+
+
+def plot(path, title, series, capacity):
+    """A PNG of GPUs held per tenant over time; False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    for index, (name, (xs, ys)) in enumerate(sorted(series.items())):
+        ax.step(xs, ys, where="post", color="C%d" % index, label="%s held" % name)
+    ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label="capacity")
+    ax.set_xlabel("wall seconds from the first Workload")
+    ax.set_ylabel("GPUs reserved by Kueue")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            cluster=dict(type="str", required=True),
+            plan=dict(type="dict", required=True),
+            submitted=dict(type="dict", required=True),
+            workloads=dict(type="list", elements="dict", required=True),
+            tenants=dict(type="dict", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = replay_document(params["cluster"], params["plan"], params["submitted"], params["workloads"],
+                          params["tenants"], now)
+    paths = dict((k, os.path.join(params["path"], name)) for k, name in
+                 (("json", "replay.json"), ("markdown", "replay.md"), ("plot", "shares.png")))
+    plotted = False
+    if not module.check_mode:
+        os.makedirs(params["path"], exist_ok=True)
+        plotted = plot(paths["plot"], "Replay on %s: GPUs held per tenant" % params["cluster"],
+                       held_series(doc["timeline"]), doc["capacity"])
+        page = replay_markdown(doc)
+        page += ("\n![GPUs held per tenant](shares.png)\n" if plotted else "\nNo plot: matplotlib is missing.\n")
+        with open(paths["json"], "w") as handle:
+            json.dump(doc, handle, indent=2, sort_keys=True)
+        with open(paths["markdown"], "w") as handle:
+            handle.write(page)
+    module.exit_json(changed=not module.check_mode, passed=doc["passed"], checks=doc["checks"],
+                     failed_checks=["%s: %s" % (c["name"], c["detail"]) for c in doc["checks"] if not c["passed"]],
+                     report=doc, markdown=paths["markdown"], plot=paths["plot"] if plotted else None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The replay report (issue 17): each Workload's facts from Kueue's conditions and scheduling stats, GPUs held and
+wanted over time, per-tenant figures, Jobs lost, the share check, the Markdown. Workloads here are shaped as Kueue
+v0.19 writes them (apis/kueue/v1beta2/workload_types.go); the times are made up."""
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import report
+
+JOBS = [{"name": "r-0000", "tenant": "a", "gpus": 4, "seconds": 30, "at": 0},
+        {"name": "r-0001", "tenant": "b", "gpus": 4, "seconds": 30, "at": 0},
+        {"name": "r-0002", "tenant": "b", "gpus": 4, "seconds": 30, "at": 10}]
+BY_NAME = dict((j["name"], j) for j in JOBS)
+UID_A = "11111111-1111-1111-1111-111111111111"
+
+
+def t(second):
+    return "2026-12-01T10:%02d:%02dZ" % (second // 60, second % 60)
+
+
+def workload(job, uid, created, reserved=None, finished=None, reason="Succeeded", preempted_by=None, evictions=0):
+    conditions = []
+    if reserved is not None:
+        conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                           "lastTransitionTime": t(reserved)})
+    if finished is not None:
+        conditions.append({"type": "Finished", "status": "True", "reason": reason, "lastTransitionTime": t(finished)})
+    if preempted_by:
+        conditions.append({"type": "Preempted", "status": "False", "reason": "QuotaReserved",
+                           "message": "Previously: Preempted to accommodate a workload (UID: %s, JobUID: "
+                                      "22222222-2222-2222-2222-222222222222) due to Fair Sharing within the cohort"
+                                      % preempted_by, "lastTransitionTime": t(reserved or 0)})
+    status = {"conditions": conditions}
+    if evictions:
+        status["schedulingStats"] = {"evictions": [{"reason": "Preempted", "underlyingCause": "InCohortFairSharing",
+                                                    "count": evictions}]}
+    return {"metadata": {"name": "job-%s-x" % job, "uid": uid, "creationTimestamp": t(created),
+                         "ownerReferences": [{"kind": "Job", "name": job}]}, "status": status}
+
+
+WORKLOADS = [workload("r-0000", UID_A, 0, 1, 31), workload("r-0001", "u-b1", 0, 1, 31),
+             workload("r-0002", "u-b2", 10, 31, 61, preempted_by=UID_A, evictions=1),
+             workload("not-ours", "u-x", 0, 0, 5)]
+
+
+def test_workload_facts_from_kueue_conditions():
+    facts = report.workload_facts(WORKLOADS[2], BY_NAME)
+    assert facts["tenant"] == "b" and facts["gpus"] == 4 and facts["wait"] == 21
+    assert facts["finished"] - facts["reserved"] == 30 and facts["finished_reason"] == "Succeeded"
+    assert facts["preempted"] == 1 and facts["preemptor_uid"] == UID_A
+    assert report.workload_facts(WORKLOADS[3], BY_NAME) is None, "a Workload of no replay Job"
+    assert report.workload_facts(workload("r-0000", "u", 0), BY_NAME)["reserved"] is None
+
+
+def test_share_steps_hold_from_reservation_and_want_from_creation():
+    facts = [report.workload_facts(w, BY_NAME) for w in WORKLOADS[:3]]
+    steps = report.share_steps(facts)
+    first = steps[0][0]
+    at = dict((round(time - first), levels) for time, levels in steps)
+    assert at[0] == {"a": {"held": 0, "wanted": 4}, "b": {"held": 0, "wanted": 4}}
+    assert at[1] == {"a": {"held": 4, "wanted": 4}, "b": {"held": 4, "wanted": 4}}
+    assert at[10]["b"] == {"held": 4, "wanted": 8}
+    assert at[31]["b"] == {"held": 4, "wanted": 4} and at[31]["a"] == {"held": 0, "wanted": 0}
+    assert at[61]["b"] == {"held": 0, "wanted": 0}
+
+
+def test_tenant_figures_waits_hours_and_preemptions():
+    facts = [report.workload_facts(w, BY_NAME) for w in WORKLOADS[:3]]
+    figures = report.tenant_figures(facts, ["a", "b"], factor=60)
+    assert figures["b"]["waits"]["max"] == 21 and figures["b"]["waits"]["trace_max"] == 21 * 60
+    assert figures["a"]["gpu_hours"] == round(4 * 30 / 3600.0, 4)
+    assert figures["b"]["preemptions_suffered"] == 1 and figures["a"]["preemptions_caused"] == 1
+    assert figures["a"]["preemptions_suffered"] == 0 and figures["b"]["preemptions_caused"] == 0
+
+
+def test_lost_jobs_are_those_without_a_successful_end():
+    facts = [report.workload_facts(w, BY_NAME) for w in WORKLOADS[:3]]
+    assert report.lost_jobs(JOBS, facts) == []
+    failed = [report.workload_facts(workload("r-0000", UID_A, 0, 1, 31, reason="Failed"), BY_NAME)] + facts[1:2]
+    assert report.lost_jobs(JOBS, failed) == ["r-0000", "r-0002"]
+
+
+def test_share_check_against_weighted_max_min():
+    # a and b each want 8 of 8 GPUs for 10 s: fair 4 each. a holds 8, b 0: off by 4 > bound max(0.8, 2).
+    steps = [(0, {"a": {"held": 8, "wanted": 12}, "b": {"held": 0, "wanted": 8}}), (10, {})]
+    check = report.share_check(steps, 8, {"a": 1, "b": 1}, {"a": 2, "b": 2})
+    assert check["contended_seconds"] == 10 and check["passed"] is False
+    assert check["tenants"]["a"] == {"held": 8, "fair": 4, "bound": 2, "passed": False}
+    steps = [(0, {"a": {"held": 4, "wanted": 12}, "b": {"held": 4, "wanted": 8}}), (10, {})]
+    assert report.share_check(steps, 8, {"a": 1, "b": 1}, {"a": 2, "b": 2})["passed"] is True
+    assert report.share_check([(0, {"a": {"held": 4, "wanted": 4}}), (10, {})], 8, {}, {"a": 4})["passed"] is False, \
+        "no contention at all: nothing shown, the check does not pass by default"
+
+
+def test_document_and_markdown():
+    plan = {"jobs": JOBS, "capacity": 8, "compression": {"factor": 60, "floor": 25, "raised_to_floor": 1},
+            "window": {"start": 0, "seconds": 3600, "chosen": "busiest", "tasks": 3, "wall_seconds": 60},
+            "scaling": {"load_factor": 1.3, "trace_time_load": 1.0, "factor": 0.8, "trace_mean_demand": 10,
+                        "mean_demand": 8, "achieved_load": 1.0, "peak_demand": 8, "capped": 0, "thinned": 1},
+            "adapter": {"rows": 10, "no_gpu": 1, "never_scheduled": 1, "failed_kept": 1, "fractional_rounded_up": 2,
+                        "cut_at_end": 0, "gpu_spec_empty": 10, "tasks": 8},
+            "assignment": {"by": "hash into 2", "tenants": {"a": 4, "b": 4}}}
+    doc = report.replay_document("embedded", plan, {"created": 3, "existing": 0, "lateness": {"max": 0.1, "mean": 0.05}},
+                                 WORKLOADS, {"a": {"weight": 1}, "b": {"weight": 1}}, "2026-12-01T11:00:00Z")
+    assert doc["lost"] == [] and doc["workloads"] == 3
+    assert [c["passed"] for c in doc["checks"]][:2] == [True, True]
+    page = report.replay_markdown(doc)
+    assert "| dropped: CPU-only | 1 |" in page and "by hash into 2" in page
+    assert "| b | 2 | 1 / 21 / 21 | 60 / 1260 / 1260 |" in page, page
+    series = report.held_series(doc["timeline"])
+    assert series["a"][1][:2] == [0, 4]
+
+
+def test_idle_while_pending_counts_free_gpus_that_a_pending_workload_could_take():
+    def fact(gpus, created, reserved, finished):
+        return {"gpus": gpus, "created": created, "reserved": reserved, "finished": finished}
+    # 8 GPUs: one 4-GPU Workload runs 0-20; a 2-GPU one waits 0-10 although 4 are free (20 GPU-s idle), and an
+    # 8-GPU one waits 0-20 but could not fit beside the first (not counted).
+    facts = [fact(4, 0, 0, 20), fact(2, 0, 10, 20), fact(8, 0, 20, 30)]
+    assert report.idle_while_pending(facts, 8) == {"gpu_seconds": 20.0, "share": 0.0833}
+    assert report.idle_while_pending([], 8) == {"gpu_seconds": 0.0, "share": 0.0}
