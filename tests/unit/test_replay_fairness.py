@@ -47,3 +47,35 @@ def test_shares_under_contention_count_only_contended_time():
     assert result["seconds"] == 20
     assert result["held"] == pytest.approx({"a": 10, "b": 6}) and result["fair"] == pytest.approx({"a": 8, "b": 8})
     assert fairness.share_bound(16, 1) == pytest.approx(1.6) and fairness.share_bound(16, 8) == 8
+
+
+def held(tenant, gpus, created, holds, finished=None):
+    return {"tenant": tenant, "gpus": gpus, "created": created, "holds": holds,
+            "finished": finished if finished is not None else (holds[-1][1] if holds else None)}
+
+
+def test_time_to_guarantee_runs_until_no_pending_workload_fits_the_unused_guarantee():
+    # a borrows all 8 GPUs from t=0; b's 4-GPU Workload arrives at 10 and is admitted at 16, after a's borrower is
+    # preempted at 15 and readmitted at 40 (its second hold).
+    workloads = [held("a", 4, 0, [[0, 100]]), held("a", 4, 0, [[0, 15], [40, 100]]), held("b", 4, 10, [[16, 50]])]
+    episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4})
+    assert episodes["b"] == [{"start": 10, "seconds": 6, "reclaim": True}]
+    # a's preempted Workload waits again from 15 to 40, but a holds its 4 guaranteed GPUs: nothing is owed to it.
+    assert episodes["a"] == []
+    summary = fairness.guarantee_summary(episodes, bound=5)
+    assert summary["b"] == {"episodes": 1, "reclaims": 1, "max": 6, "p95": 6, "reclaim_max": 6, "over_bound": 1,
+                            "passed": False}
+    assert fairness.guarantee_summary(episodes, bound=6)["b"]["passed"]
+
+
+def test_a_workload_larger_than_the_unused_guarantee_is_not_owed():
+    # b holds 3 of its 4 and waits for 2 more: that would be borrowing, which Kueue does not preempt for.
+    workloads = [held("a", 5, 0, [[0, 100]]), held("b", 3, 0, [[0, 100]]), held("b", 2, 5, [[100, 120]])]
+    episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4})
+    assert episodes["b"] == []
+
+
+def test_an_episode_never_closed_lasts_until_the_end():
+    workloads = [held("a", 8, 0, [[0, 100]]), held("b", 2, 10, [])]
+    episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4}, end=60)
+    assert episodes["b"] == [{"start": 10, "seconds": 50, "reclaim": True, "open": True}]

@@ -21,8 +21,10 @@ import math
 
 
 def _time(text):
-    """Seconds since the epoch of an RFC 3339 time as the API server writes it (``2026-12-01T10:00:00Z``)."""
-    moment = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    """Seconds since the epoch of an RFC 3339 time as the API server writes it: ``2026-12-01T10:00:00Z`` (metav1.Time,
+    whole seconds) or ``2026-12-01T10:00:00.123456Z`` (metav1.MicroTime, an Event's ``eventTime``)."""
+    layout = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in text else "%Y-%m-%dT%H:%M:%SZ"
+    moment = datetime.datetime.strptime(text, layout)
     return (moment - datetime.datetime(1970, 1, 1)).total_seconds()
 
 
@@ -104,4 +106,86 @@ def contention_shares(steps, capacity, weights=None):
 def share_bound(capacity, largest_task):
     """How far a tenant's contended share may be from its fair share: max(10 % of capacity, its largest task),
     since Kueue admits whole workloads (issue 17's bound)."""
-    return max(0.1 * capacity, largest_task)
+    return round(max(0.1 * capacity, largest_task), 3)
+
+
+def _owed(held, pending, guarantee):
+    """Whether a tenant holding ``held`` GPUs is owed admission within its guarantee: one of its ``pending``
+    Workloads (GPUs each) fits in what is left of its nominal quota."""
+    return any(held + gpus <= guarantee for gpus in pending)
+
+
+def guarantee_episodes(workloads, guarantees, end=None):
+    """When each tenant waited for GPUs within its guarantee, and how long: the time-to-guarantee. Kueue's promise
+    for a ClusterQueue's nominalQuota ("Cluster Queue" concept page, v0.19: quota it may always use; with
+    ``reclaimWithinCohort`` it preempts the cohort's borrowers to get it back): a pending Workload that fits in what
+    is left of its tenant's nominal quota is admitted, preempting borrowers when the cohort is full.
+
+    ``workloads``: ``[{"tenant", "gpus", "created", "holds": [[start, end], ...], "finished"}]`` in seconds, where
+    ``holds`` are the spans the Workload held quota (one per admission; an evicted Workload is pending again
+    between two; one never finished is pending until ``end``). ``guarantees``: ``{tenant: GPUs of nominal
+    quota}``. An episode starts when one of a tenant's pending Workloads fits in its unused guarantee and ends when
+    none does any more (admitted, or the tenant's holds grew); a Workload admitted in the second it was created
+    (the status's timestamps are whole seconds) makes none. Returns ``{tenant: [{"start", "seconds",
+    "reclaim"}]}`` (an episode still going at the end has ``"open": True`` and lasts until ``end``): ``reclaim``
+    is True when another tenant held more than its guarantee at the episode's start (the GPUs had to come back
+    from borrowers)."""
+    changes = {}
+
+    def add(time, tenant, key, value):
+        changes.setdefault(time, []).append((tenant, key, value))
+
+    for workload in workloads:
+        tenant, gpus = workload["tenant"], workload["gpus"]
+        waiting_from = workload["created"]
+        for admitted, released in sorted(workload.get("holds") or []):
+            if admitted > waiting_from:
+                add(waiting_from, tenant, "pending+", gpus)
+                add(admitted, tenant, "pending-", gpus)
+            add(admitted, tenant, "held", gpus)
+            add(released, tenant, "held", -gpus)
+            waiting_from = released
+        stop = workload.get("finished")
+        if stop is None or stop > waiting_from:
+            add(waiting_from, tenant, "pending+", gpus)
+            if stop is not None:
+                add(stop, tenant, "pending-", gpus)
+    tenants = sorted(set(guarantees) | set(w["tenant"] for w in workloads))
+    held = dict((t, 0) for t in tenants)
+    pending = dict((t, []) for t in tenants)
+    open_since, episodes = {}, dict((t, []) for t in tenants)
+    for time in sorted(changes):
+        for tenant, key, value in changes[time]:
+            if key == "held":
+                held[tenant] += value
+            elif key == "pending+":
+                pending[tenant].append(value)
+            else:
+                pending[tenant].remove(value)
+        for tenant in tenants:
+            owed = _owed(held[tenant], pending[tenant], guarantees.get(tenant, 0))
+            if owed and tenant not in open_since:
+                reclaim = any(held[o] > guarantees.get(o, 0) for o in tenants if o != tenant)
+                open_since[tenant] = (time, reclaim)
+            elif not owed and tenant in open_since:
+                start, reclaim = open_since.pop(tenant)
+                episodes[tenant].append({"start": start, "seconds": time - start, "reclaim": reclaim})
+    last = end if end is not None else max(changes or [0])
+    for tenant, (start, reclaim) in open_since.items():
+        episodes[tenant].append({"start": start, "seconds": last - start, "reclaim": reclaim, "open": True})
+    return episodes
+
+
+def guarantee_summary(episodes, bound):
+    """Per tenant, of ``guarantee_episodes``: ``{"episodes", "reclaims", "max", "p95", "reclaim_max", "over_bound",
+    "passed"}`` (seconds); passed when no episode lasted longer than ``bound`` seconds."""
+    summary = {}
+    for tenant, items in sorted(episodes.items()):
+        seconds = [e["seconds"] for e in items]
+        reclaims = [e["seconds"] for e in items if e["reclaim"]]
+        over = [e for e in items if e["seconds"] > bound]
+        summary[tenant] = {"episodes": len(items), "reclaims": len(reclaims),
+                           "max": max(seconds) if seconds else None, "p95": percentile(seconds, 0.95),
+                           "reclaim_max": max(reclaims) if reclaims else None, "over_bound": len(over),
+                           "passed": not over}
+    return summary
