@@ -9,11 +9,12 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: replay_report
-short_description: Write fairgpu's replay report (JSON, Markdown and a plot of shares over time)
+short_description: Write fairgpu's replay report (JSON, Markdown, plots of shares over time and of waits)
 version_added: 0.2.0
 description:
   - Judges a replay from the Workloads Kueue kept for its Jobs (C(plugins/module_utils/replay/report.py)) and writes
-    C(replay.json), C(replay.md) and C(shares.png) (GPUs held per tenant over time) into O(path).
+    C(replay.json), C(replay.md), C(shares.png) (GPUs held per tenant over time) and C(waits.png) (each tenant's
+    waits, trace time) into O(path).
   - Does not talk to a cluster; the plot needs matplotlib (without it the report says so).
 author:
   - fairgpu contributors (!UNKNOWN)
@@ -43,6 +44,28 @@ options:
     description: "Fair-sharing weight and guarantee of each tenant, C({tenant: {weight, gpus}})."
     type: dict
     required: true
+  events:
+    description:
+      - The events.k8s.io/v1 Events of the tenants' namespaces. Kueue's C(QuotaReserved) and C(Preempted) Events of
+        a Workload give the holds its status no longer shows (a preempted Workload's earlier ones).
+      - Without them each Workload holds from its last reservation only, and the report counts every evicted
+        Workload's history as incomplete.
+    type: list
+    elements: dict
+    default: []
+  guarantee_bound:
+    description:
+      - Seconds (wall clock) a tenant may have a pending Workload that fits in its unused guarantee (nominalQuota)
+        before Kueue reserves it, preempting borrowers if it must (the time-to-guarantee check).
+    type: float
+    default: 20
+  kueue_metrics:
+    description:
+      - "What Kueue's own metrics said, C({name: <Prometheus instant vector>}) (the C(data.result) of
+        C(/api/v1/query) per query), reported per tenant (the sample's C(cluster_queue) or
+        C(preempting_cluster_queue) label) beside the figures from the Workloads; not judged."
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -58,7 +81,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 passed:
-  description: Whether every check passed (no Job lost, every Workload admitted, shares within the bound).
+  description:
+    - Whether every check passed (no Job lost, every Workload admitted, shares within the bound, every tenant's
+      time-to-guarantee within O(guarantee_bound)).
   returned: always
   type: bool
 checks:
@@ -83,6 +108,10 @@ plot:
   description: Path of C(shares.png), or null without matplotlib.
   returned: always
   type: str
+waits_plot:
+  description: Path of C(waits.png) (the distribution of each tenant's waits in trace time), or null without matplotlib.
+  returned: always
+  type: str
 """
 
 import datetime
@@ -95,8 +124,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.report impo
     held_series, replay_document, replay_markdown)
 
 
-def plot(path, title, series, capacity):
-    """A PNG of GPUs held per tenant over time; False when matplotlib is missing."""
+def _figure(path, draw):
+    """Draw with ``draw(ax)`` into a PNG at ``path``; False when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -104,18 +133,40 @@ def plot(path, title, series, capacity):
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
-    for index, (name, (xs, ys)) in enumerate(sorted(series.items())):
-        ax.step(xs, ys, where="post", color="C%d" % index, label="%s held" % name)
-    ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label="capacity")
-    ax.set_xlabel("wall seconds from the first Workload")
-    ax.set_ylabel("GPUs reserved by Kueue")
-    ax.set_title(title, fontsize=10)
+    draw(ax)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return True
+
+
+def plot(path, title, series, capacity):
+    """A PNG of GPUs held per tenant over time; False when matplotlib is missing."""
+    def draw(ax):
+        for index, (name, (xs, ys)) in enumerate(sorted(series.items())):
+            ax.step(xs, ys, where="post", color="C%d" % index, label="%s held" % name)
+        ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label="capacity")
+        ax.set_xlabel("wall seconds from the first Workload")
+        ax.set_ylabel("GPUs reserved by Kueue")
+        ax.set_title(title, fontsize=10)
+    return _figure(path, draw)
+
+
+def plot_waits(path, title, waits):
+    """A PNG of each tenant's waits (trace minutes) as a distribution: the share of its Workloads admitted within
+    each wait; False when matplotlib is missing."""
+    def draw(ax):
+        for index, (name, values) in enumerate(sorted(waits.items())):
+            ordered = sorted(v / 60.0 for v in values)
+            if ordered:
+                ax.step(ordered, [(i + 1) / float(len(ordered)) for i in range(len(ordered))], where="post",
+                        color="C%d" % index, label="%s (%d Workloads)" % (name, len(ordered)))
+        ax.set_xlabel("wait from creation to admission, trace minutes")
+        ax.set_ylabel("share of the tenant's Workloads")
+        ax.set_title(title, fontsize=10)
+    return _figure(path, draw)
 
 
 def main():
@@ -127,29 +178,37 @@ def main():
             submitted=dict(type="dict", required=True),
             workloads=dict(type="list", elements="dict", required=True),
             tenants=dict(type="dict", required=True),
+            events=dict(type="list", elements="dict", default=[]),
+            guarantee_bound=dict(type="float", default=20.0),
+            kueue_metrics=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     params = module.params
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc = replay_document(params["cluster"], params["plan"], params["submitted"], params["workloads"],
-                          params["tenants"], now)
+                          params["tenants"], now, events=params["events"], guarantee_bound=params["guarantee_bound"],
+                          kueue_metrics=params["kueue_metrics"])
     paths = dict((k, os.path.join(params["path"], name)) for k, name in
-                 (("json", "replay.json"), ("markdown", "replay.md"), ("plot", "shares.png")))
-    plotted = False
+                 (("json", "replay.json"), ("markdown", "replay.md"), ("plot", "shares.png"), ("waits", "waits.png")))
+    plotted = waits_plotted = False
     if not module.check_mode:
         os.makedirs(params["path"], exist_ok=True)
         plotted = plot(paths["plot"], "Replay on %s: GPUs held per tenant" % params["cluster"],
                        held_series(doc["timeline"]), doc["capacity"])
+        waits_plotted = plot_waits(paths["waits"], "Replay on %s: waits per tenant, trace time" % params["cluster"],
+                                   doc["wait_samples"])
         page = replay_markdown(doc)
         page += ("\n![GPUs held per tenant](shares.png)\n" if plotted else "\nNo plot: matplotlib is missing.\n")
+        page += "\n![Waits per tenant](waits.png)\n" if waits_plotted else ""
         with open(paths["json"], "w") as handle:
             json.dump(doc, handle, indent=2, sort_keys=True)
         with open(paths["markdown"], "w") as handle:
             handle.write(page)
     module.exit_json(changed=not module.check_mode, passed=doc["passed"], checks=doc["checks"],
                      failed_checks=["%s: %s" % (c["name"], c["detail"]) for c in doc["checks"] if not c["passed"]],
-                     report=doc, markdown=paths["markdown"], plot=paths["plot"] if plotted else None)
+                     report=doc, markdown=paths["markdown"], plot=paths["plot"] if plotted else None,
+                     waits_plot=paths["waits"] if waits_plotted else None)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,63 @@ def test_idle_while_pending_counts_free_gpus_that_a_pending_workload_could_take(
     facts = [fact(4, 0, 0, 20), fact(2, 0, 10, 20), fact(8, 0, 20, 30)]
     assert report.idle_while_pending(facts, 8) == {"gpu_seconds": 20.0, "share": 0.0833}
     assert report.idle_while_pending([], 8) == {"gpu_seconds": 0.0, "share": 0.0}
+
+
+def event(uid, reason, at, second=None, count=None):
+    """An events.k8s.io/v1 Event as Kueue v0.19's recorder writes it (client-go tools/events: the second isomorphic
+    event becomes series {count: 2, lastObservedTime})."""
+    item = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "reason": reason, "action": reason,
+            "eventTime": t(at)[:-1] + ".250000Z", "reportingController": "kueue-admission",
+            "regarding": {"kind": "Workload", "uid": uid, "name": "w"}}
+    if second is not None:
+        item["series"] = {"count": count or 2, "lastObservedTime": t(second)[:-1] + ".500000Z"}
+    return item
+
+
+def test_holds_of_a_preempted_workload_come_from_kueue_s_events():
+    fact = report.workload_facts(workload("r-0000", UID_A, 0, 40, 70, evictions=1), BY_NAME)
+    holds, complete = report.workload_holds(fact, [event(UID_A, "QuotaReserved", 1, second=40),
+                                                   event(UID_A, "Preempted", 12), event(UID_A, "Admitted", 1)])
+    assert complete and holds == [[fact["created"] + 1.25, fact["created"] + 12.25], [fact["created"] + 40.5,
+                                                                                        fact["finished"]]]
+
+
+def test_a_history_kueue_did_not_write_whole_falls_back_to_the_last_hold():
+    fact = report.workload_facts(workload("r-0000", UID_A, 0, 40, 70, evictions=2), BY_NAME)
+    # A third reservation is held in the recorder's cache until the series ends (count 3, no third time written).
+    holds, complete = report.workload_holds(fact, [event(UID_A, "QuotaReserved", 1, second=40, count=3),
+                                                   event(UID_A, "Preempted", 12, second=30)])
+    assert not complete and holds == [[fact["reserved"], fact["finished"]]]
+    # No events at all: exact for a Workload never evicted, incomplete for one that was.
+    assert report.workload_holds(report.workload_facts(workload("r-0001", "u", 0, 1, 31), BY_NAME), []) == (
+        [[fact["created"] + 1, fact["created"] + 31]], True)
+    assert report.workload_holds(fact, [])[1] is False
+
+
+def test_events_are_grouped_by_their_workload():
+    grouped = report.events_by_workload([event("u1", "QuotaReserved", 1), event("u2", "Preempted", 2),
+                                         {"regarding": {"kind": "Job", "uid": "u1"}, "reason": "Started"}])
+    assert sorted(grouped) == ["u1", "u2"] and len(grouped["u1"]) == 1
+
+
+def test_kueue_metrics_by_tenant_from_prometheus_vectors():
+    table = report.metric_table({
+        "quota_reserved": [{"metric": {"cluster_queue": "a"}, "value": [1.0, "12"]}],
+        "preempted_caused": [{"metric": {"preempting_cluster_queue": "b"}, "value": [1.0, "3"]}],
+        "wait_p95_seconds": [{"metric": {"cluster_queue": "a"}, "value": [1.0, "NaN"]}, {"metric": {}, "value": [1, "1"]}]})
+    assert table == {"a": {"quota_reserved": 12.0, "wait_p95_seconds": None}, "b": {"preempted_caused": 3.0}}
+
+
+def test_the_document_checks_the_time_to_guarantee():
+    plan = {"jobs": JOBS, "capacity": 8, "compression": {"factor": 60, "floor": 25, "raised_to_floor": 0},
+            "window": {"seconds": 600, "start": 0, "chosen": "given", "tasks": 3, "wall_seconds": 10},
+            "scaling": {}, "adapter": {}, "assignment": {"by": "hash into 2"}}
+    tenants = {"a": {"weight": 1, "gpus": 4}, "b": {"weight": 1, "gpus": 4}}
+    doc = report.replay_document("c", plan, {}, WORKLOADS, tenants, "now", guarantee_bound=15)
+    # b's second 4-GPU Workload waited 21 s (created 10, reserved 31) while b held 4 of its 4: not owed.
+    assert doc["guarantee"]["passed"] and doc["guarantee"]["tenants"]["b"]["over_bound"] == 0
+    tight = report.replay_document("c", plan, {}, WORKLOADS, {"a": {"gpus": 0}, "b": {"gpus": 8}}, "now",
+                                   guarantee_bound=15)
+    assert not tight["guarantee"]["passed"] and tight["guarantee"]["longest"] == {
+        "tenant": "b", "seconds": 21, "start": report.fairness._time(t(10))}
+    assert "every tenant gets its guarantee within 15 s" in [c["name"] for c in tight["checks"] if not c["passed"]]

@@ -11,8 +11,16 @@ last time Kueue reserved quota), ``Finished`` (True with reason Succeeded or Fai
 due to ...", pkg/scheduler/preemption), and ``status.schedulingStats.evictions[] {reason, underlyingCause,
 count}``, which counts every eviction, also those undone by a later re-admission.
 
-A Workload holds its GPUs from its last QuotaReserved to its Finished time; a preempted Workload's earlier holds
-are not in its status any more, so the shares over time leave them out (the report says how many were preempted).
+A Workload's status keeps only its last quota reservation, so a preempted Workload's earlier holds come from
+Kueue's Events (events.k8s.io/v1, Kueue v0.19's recorders from ``mgr.GetEventRecorder``): the scheduler records
+``QuotaReserved`` on each reservation (pkg/scheduler/scheduler.go) and the preemptor records ``Preempted`` on its
+victim (pkg/scheduler/preemption/preemption.go), with microsecond ``eventTime``. client-go's events broadcaster
+(tools/events/event_broadcaster.go, v0.36) writes the second isomorphic event (same Workload, reason, action and
+reporter) as ``series: {count: 2, lastObservedTime}`` at once but later ones only when the series ends (6 minutes
+without one), so a history is complete up to two reservations; a Workload with more, or whose events expired
+(the API server's ``--event-ttl``, 1 h by default), keeps its last hold only and is counted as incomplete. A hold
+ends at the Preempted event, when Kueue decided to evict; the quota is freed a moment later, once the Job is
+suspended.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,6 +37,45 @@ PREEMPTOR_UID = re.compile(r"UID: ([0-9a-fA-F-]{36})")
 def _condition(workload, kind):
     return next((c for c in (workload.get("status") or {}).get("conditions") or []
                  if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def _event_times(event):
+    """Every time an events.k8s.io/v1 Event was observed that its object tells: ``eventTime``, and
+    ``series.lastObservedTime`` when the series has exactly two (later ones are not written until the series ends).
+    Returns (times, complete)."""
+    first = event.get("eventTime") or event.get("deprecatedFirstTimestamp")
+    times = [fairness._time(first)] if first else []
+    series = event.get("series") or {}
+    count = series.get("count", 1 if times else 0)
+    if count >= 2 and series.get("lastObservedTime"):
+        times.append(fairness._time(series["lastObservedTime"]))
+    return times, count <= 2 and len(times) == count
+
+
+def workload_holds(fact, events):
+    """The spans ``[[start, end]]`` a Workload held quota, from its Kueue ``events`` (events.k8s.io/v1 Events whose
+    ``regarding`` is the Workload) and its ``fact`` (``workload_facts``: last reservation and finish). Returns
+    (holds, complete): without a usable history, the one hold from the status."""
+    if fact["reserved"] is None:
+        return [], True
+    last = [[fact["reserved"], fact["finished"]]] if fact["finished"] is not None else []
+    reserved, preempted, complete = [], [], True
+    for event in events:
+        times, whole = _event_times(event)
+        if event.get("reason") == "QuotaReserved":
+            reserved += times
+        elif event.get("reason") == "Preempted":
+            preempted += times
+        else:
+            continue
+        complete = complete and whole
+    reserved.sort()
+    preempted.sort()
+    if not reserved or not complete or len(reserved) != len(preempted) + 1 or fact["finished"] is None:
+        return last, not fact["evictions"]
+    holds = [[start, end] for start, end in zip(reserved, preempted)]
+    holds.append([max(reserved[-1], holds[-1][1]) if holds else reserved[-1], fact["finished"]])
+    return holds, True
 
 
 def workload_facts(workload, jobs_by_name):
@@ -57,9 +104,17 @@ def workload_facts(workload, jobs_by_name):
             "preemptor_uid": match.group(1) if match and sum(preempted_by) else None}
 
 
+def _holds(fact, stop):
+    """A fact's holds (``workload_holds``; without them, its last reservation to ``stop``), each cut at ``stop``."""
+    holds = fact.get("holds")
+    if holds is None:
+        holds = [[fact["reserved"], stop]] if fact["reserved"] is not None else []
+    return [[start, min(end, stop)] for start, end in holds if start < min(end, stop)]
+
+
 def share_steps(facts, end=None):
     """``[(time, {tenant: {"held", "wanted"}})]`` from the Workloads' facts: a Workload is wanted from its creation
-    to its end (finished, or ``end``) and held from its quota reservation to its end."""
+    to its end (finished, or ``end``) and held during its holds (``workload_holds``)."""
     changes = {}
     tenants = sorted(set(f["tenant"] for f in facts))
 
@@ -73,9 +128,9 @@ def share_steps(facts, end=None):
             continue
         add(fact["created"], fact["tenant"], "wanted", fact["gpus"])
         add(stop, fact["tenant"], "wanted", -fact["gpus"])
-        if fact["reserved"] is not None and fact["reserved"] < stop:
-            add(fact["reserved"], fact["tenant"], "held", fact["gpus"])
-            add(stop, fact["tenant"], "held", -fact["gpus"])
+        for start, released in _holds(fact, stop):
+            add(start, fact["tenant"], "held", fact["gpus"])
+            add(released, fact["tenant"], "held", -fact["gpus"])
     level = dict(((t, k), 0) for t in tenants for k in ("held", "wanted"))
     steps = []
     for time in sorted(changes):
@@ -97,8 +152,8 @@ def tenant_figures(facts, tenants, factor):
     figures = {}
     for tenant in tenants:
         mine = [f for f in facts if f["tenant"] == tenant]
-        hours = sum(f["gpus"] * (f["finished"] - f["reserved"]) for f in mine
-                    if f["reserved"] is not None and f["finished"] is not None) / 3600.0
+        hours = sum(f["gpus"] * (end - start) for f in mine if f["finished"] is not None
+                    for start, end in _holds(f, f["finished"])) / 3600.0
         figures[tenant] = {"workloads": len(mine), "waits": fairness.wait_summary([f["wait"] for f in mine], factor),
                            "gpu_hours": round(hours, 4), "trace_gpu_hours": round(hours * factor, 2),
                            "preemptions_suffered": sum(f["preempted"] for f in mine),
@@ -133,18 +188,19 @@ def idle_while_pending(facts, capacity):
     events (a creation, reservation or end), the free GPUs (capacity less those held) that the pending Workloads,
     smallest first, could have filled. Kueue admits one Workload per ClusterQueue per scheduling cycle
     (kubernetes-sigs/kueue#14477), so a burst can leave GPUs idle while a queue drains. A preempted Workload's
-    earlier hold is not in its status, so this is an upper bound. Returns ``{"gpu_seconds", "share"}`` (share of
-    capacity x the span from the first creation to the last end)."""
-    ended = [f for f in facts if f["finished"] is not None]
-    times = sorted(set([f["created"] for f in ended] + [f["reserved"] for f in ended if f["reserved"] is not None]
-                       + [f["finished"] for f in ended]))
+    earlier holds come from its events (``workload_holds``); where they are incomplete, this is an upper bound.
+    Returns ``{"gpu_seconds", "share"}`` (share of capacity x the span from the first creation to the last end)."""
+    ended = [dict(f, spans=_holds(f, f["finished"])) for f in facts if f["finished"] is not None]
+    times = sorted(set([f["created"] for f in ended] + [f["finished"] for f in ended]
+                       + [edge for f in ended for span in f["spans"] for edge in span]))
     total = 0.0
     for time, following in zip(times, times[1:]):
-        held = sum(f["gpus"] for f in ended if f["reserved"] is not None and f["reserved"] <= time < f["finished"])
+        holding = [f for f in ended if any(start <= time < end for start, end in f["spans"])]
+        held = sum(f["gpus"] for f in holding)
         free = max(0, capacity - held)
         fits = 0
-        for gpus in sorted(f["gpus"] for f in ended if f["created"] <= time and
-                           (f["reserved"] is None or time < f["reserved"])):
+        for gpus in sorted(f["gpus"] for f in ended if f["created"] <= time < f["finished"]
+                           and not any(start <= time < end for start, end in f["spans"])):
             if fits + gpus > free:
                 break
             fits += gpus
@@ -153,13 +209,64 @@ def idle_while_pending(facts, capacity):
     return {"gpu_seconds": round(total, 3), "share": round(total / float(capacity * span), 4) if span else 0.0}
 
 
-def replay_document(cluster, plan, submitted, workloads, tenants, now):
+def events_by_workload(events):
+    """``{Workload UID: [Event]}`` of the events.k8s.io/v1 Events whose ``regarding`` is a Workload."""
+    grouped = {}
+    for event in events or []:
+        regarding = event.get("regarding") or {}
+        if regarding.get("kind") == "Workload" and regarding.get("uid"):
+            grouped.setdefault(regarding["uid"], []).append(event)
+    return grouped
+
+
+def guarantee_check(facts, tenants, bound):
+    """The time-to-guarantee of each tenant over the replay (``fairness.guarantee_episodes`` of the facts' holds,
+    guarantees from ``tenants``' ``gpus``) and whether every episode ended within ``bound`` seconds."""
+    guarantees = dict((t, (v or {}).get("gpus") or 0) for t, v in tenants.items())
+    end = max([f["finished"] for f in facts if f["finished"] is not None] or [0])
+    episodes = fairness.guarantee_episodes(
+        [dict(f, holds=_holds(f, f["finished"] if f["finished"] is not None else end)) for f in facts],
+        guarantees, end)
+    summary = fairness.guarantee_summary(episodes, bound)
+    worst = max([(e["seconds"], t, e) for t, items in episodes.items() for e in items] or [(0, None, None)],
+                key=lambda x: x[0])
+    return {"bound": bound, "tenants": summary, "passed": all(v["passed"] for v in summary.values()),
+            "longest": {"tenant": worst[1], "seconds": worst[0],
+                        "start": None if worst[2] is None else round(worst[2]["start"], 3)}}
+
+
+def metric_table(results):
+    """``{tenant: {metric: value}}`` of Prometheus instant vectors, ``{metric: [{"metric": {labels}, "value": [time,
+    "value"]}]}`` (``/api/v1/query``'s ``data.result``); a sample's tenant is its ``cluster_queue`` label (the
+    tenant's ClusterQueue) or, for Kueue's preemption counter, ``preempting_cluster_queue``."""
+    table = {}
+    for name, vector in sorted((results or {}).items()):
+        for sample in vector or []:
+            labels = sample.get("metric") or {}
+            tenant = labels.get("cluster_queue") or labels.get("preempting_cluster_queue")
+            if tenant is None:
+                continue
+            value = float(sample["value"][1])
+            table.setdefault(tenant, {})[name] = None if value != value else round(value, 3)
+    return table
+
+
+def replay_document(cluster, plan, submitted, workloads, tenants, now, events=None, guarantee_bound=20.0,
+                    kueue_metrics=None):
     """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
     scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
-    after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees)."""
+    after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees); ``events``: the
+    tenants' events.k8s.io/v1 Events (the Workloads' histories, ``workload_holds``); ``guarantee_bound``: seconds
+    a tenant may wait for GPUs within its guarantee; ``kueue_metrics``: what Kueue's own metrics said
+    (``metric_table``'s input, reported beside the figures from the Workloads)."""
     jobs = plan["jobs"]
     by_name = dict((j["name"], j) for j in jobs)
     facts = [f for f in (workload_facts(w, by_name) for w in workloads) if f is not None]
+    history = events_by_workload(events)
+    incomplete = 0
+    for fact in facts:
+        fact["holds"], complete = workload_holds(fact, history.get(fact["uid"], []))
+        incomplete += 0 if complete else 1
     factor = plan["compression"]["factor"]
     names = sorted(set(j["tenant"] for j in jobs))
     largest = dict((t, max(j["gpus"] for j in jobs if j["tenant"] == t)) for t in names)
@@ -167,6 +274,7 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now):
     lost = lost_jobs(jobs, facts)
     admitted = set(f["job"] for f in facts if f["reserved"] is not None)
     share = share_check(steps, plan["capacity"], dict((t, tenants.get(t, {}).get("weight", 1)) for t in names), largest)
+    guarantee = guarantee_check(facts, dict((t, tenants.get(t, {})) for t in names), guarantee_bound)
     checks = [
         {"name": "no Job lost", "passed": not lost, "detail": "%d of %d lost%s" % (
             len(lost), len(jobs), (": " + ", ".join(lost[:10])) if lost else "")},
@@ -175,6 +283,9 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now):
              len([f for f in facts if f["reserved"] is not None]), len(jobs))},
         {"name": "contended share within the bound of the weighted max-min share", "passed": share["passed"],
          "detail": "%s s of contention" % share["contended_seconds"]},
+        {"name": "every tenant gets its guarantee within %g s" % guarantee_bound, "passed": guarantee["passed"],
+         "detail": "longest %g s (%s)%s" % (guarantee["longest"]["seconds"], guarantee["longest"]["tenant"] or "-",
+                                            "; %d Workloads' histories incomplete" % incomplete if incomplete else "")},
     ]
     start = min([f["created"] for f in facts] or [0])
     return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
@@ -183,6 +294,9 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now):
             "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
                            "lateness": submitted.get("lateness")},
             "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
+            "guarantee": guarantee, "histories_incomplete": incomplete, "kueue_metrics": metric_table(kueue_metrics),
+            "wait_samples": dict((t, sorted(f["wait"] * factor for f in facts if f["tenant"] == t and f["wait"] is not None))
+                                 for t in names),
             "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
             "most_evictions": max([f["evictions"] for f in facts] or [0]),
             "workloads": len(facts),
@@ -237,6 +351,30 @@ def replay_markdown(doc):
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
               "tenants had pending work (%s s), against the demand-capped weighted max-min share; the bound is "
               "max(10%% of capacity, the tenant's largest task)." % doc["share"]["contended_seconds"], ""]
+    g = doc.get("guarantee")
+    if g:
+        lines += ["## Time-to-guarantee", "",
+                  "How long each tenant had a pending Workload that fitted in its unused guarantee (nominalQuota) "
+                  "before Kueue reserved it, preempting borrowers when the cohort was full (reclaims: another tenant "
+                  "was borrowing when it began). Bound %g s, wall clock; %d Workloads' histories incomplete (more "
+                  "than two reservations, or events gone): their earlier holds are missing." % (
+                      g["bound"], doc.get("histories_incomplete", 0)), "",
+                  "| tenant | guarantee episodes | reclaims | max (s) | p95 (s) | longest reclaim (s) | over the bound |",
+                  "|---|---|---|---|---|---|---|"]
+        for tenant, v in sorted(g["tenants"].items()):
+            lines.append("| %s | %d | %d | %s | %s | %s | %d |" % (tenant, v["episodes"], v["reclaims"], _cell(v["max"]),
+                                                                   _cell(v["p95"]), _cell(v["reclaim_max"]),
+                                                                   v["over_bound"]))
+        lines.append("")
+    metrics = doc.get("kueue_metrics") or {}
+    if metrics:
+        names = sorted(set(k for v in metrics.values() for k in v))
+        lines += ["## What Kueue's metrics said", "",
+                  "Read from Prometheus after the replay, beside the figures above (from the Workloads).", "",
+                  "| tenant | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        for tenant, values in sorted(metrics.items()):
+            lines.append("| %s | %s |" % (tenant, " | ".join(_cell(values.get(n)) for n in names)))
+        lines.append("")
     return "\n".join(lines)
 
 

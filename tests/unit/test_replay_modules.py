@@ -1,0 +1,83 @@
+"""The entry points of replay_plan and replay_report (issue 17), called as Ansible calls them: replay_plan on a
+small CSV in the Alibaba v2023 columns and on a missing file; replay_report on the Workloads and Events of a tiny
+replay, writing its JSON, Markdown and plots, and changing nothing in check mode."""
+
+import csv
+import json
+import os
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.fairgpu.tenancy.plugins.modules import replay_plan, replay_report
+from test_replay_report import JOBS, WORKLOADS, event, UID_A
+
+COLUMNS = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
+           "creation_time", "deletion_time", "scheduled_time"]
+QUEUES = {"tenant-0": {"namespace": "tenant-0", "queue": "tenant-0-queue"},
+          "tenant-1": {"namespace": "tenant-1", "queue": "tenant-1-queue"}}
+
+
+def run(module, args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def trace(tmp_path):
+    path = tmp_path / "openb_pod_list_default.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS)
+        for n in range(12):
+            writer.writerow(["openb-pod-%04d" % n, 8000, 30000, 1 + n % 2, 1000, "", "LS", "Succeeded",
+                             n * 600, n * 600 + 7200, n * 600 + 5])
+    return str(path)
+
+
+def test_replay_plan_reads_the_trace_and_plans_jobs(tmp_path, capsys):
+    result = run(replay_plan, {"path": trace(tmp_path), "queues": QUEUES, "capacity": 8, "largest": 8,
+                               "tenants": 2, "window_seconds": 7200, "compression": 60, "floor": 30,
+                               "load_factor": 1.0, "prefix": "t"}, capsys)
+    assert not result.get("failed"), result
+    assert not result["changed"] and result["window"]["tasks"] == len(result["jobs"]) > 0
+    assert set(j["tenant"] for j in result["jobs"]) <= set(QUEUES)
+    assert all(j["seconds"] >= 30 and j["name"].startswith("t-") for j in result["jobs"])
+
+
+def test_replay_plan_names_the_setting_when_the_trace_is_missing(tmp_path, capsys):
+    result = run(replay_plan, {"path": str(tmp_path / "none.csv"), "queues": QUEUES, "capacity": 8, "largest": 8,
+                               "tenants": 2, "window_seconds": 7200, "compression": 60, "floor": 30,
+                               "load_factor": 1.0}, capsys)
+    assert result["failed"] and result["msg"].startswith("replay_trace_dir: cannot read")
+
+
+def report_args(path):
+    plan = {"jobs": JOBS, "capacity": 8, "compression": {"factor": 60, "floor": 25, "raised_to_floor": 0},
+            "window": {"seconds": 600, "start": 0, "chosen": "given", "tasks": 3, "wall_seconds": 10},
+            "scaling": {"load_factor": 1, "trace_time_load": 1, "factor": 1, "trace_mean_demand": 8,
+                        "mean_demand": 8, "achieved_load": 1, "peak_demand": 12, "capped": 0, "thinned": 0},
+            "adapter": {"rows": 3, "tasks": 3}, "assignment": {"by": "hash into 2"}}
+    return {"path": path, "cluster": "c", "plan": plan, "submitted": {"created": 3, "existing": 0},
+            "workloads": WORKLOADS, "tenants": {"a": {"weight": 1, "gpus": 4}, "b": {"weight": 1, "gpus": 4}},
+            "events": [event(UID_A, "QuotaReserved", 1)], "guarantee_bound": 15,
+            "kueue_metrics": {"finished": [{"metric": {"cluster_queue": "a"}, "value": [0, "1"]}]}}
+
+
+def test_replay_report_writes_the_report_and_its_plots(tmp_path, capsys):
+    result = run(replay_report, report_args(str(tmp_path)), capsys)
+    assert not result.get("failed"), result
+    assert result["passed"] and result["changed"]
+    assert sorted(os.listdir(tmp_path)) == ["replay.json", "replay.md", "shares.png", "waits.png"]
+    with open(tmp_path / "replay.json") as handle:
+        written = json.load(handle)
+    assert written["kueue_metrics"] == {"a": {"finished": 1.0}} and written["guarantee"]["passed"]
+    page = (tmp_path / "replay.md").read_text()
+    assert "## Time-to-guarantee" in page and "## What Kueue's metrics said" in page and "waits.png" in page
+
+
+def test_replay_report_in_check_mode_writes_nothing(tmp_path, capsys):
+    result = run(replay_report, dict(report_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
+    assert not result["changed"] and not os.path.exists(tmp_path / "out")
+    assert result["plot"] is None and result["waits_plot"] is None
