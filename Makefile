@@ -21,7 +21,7 @@ help:
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
-	@echo "make test-replay a short replay (tests/integration/test_98_replay.py, not part of make test)"
+	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -76,12 +76,12 @@ rules: setup
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 integration: setup toolchain toolchain-prometheus-operator
-	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py --ignore=tests/integration/test_98_replay.py
+	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py
 
 test-fleet: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py
 
-# A short replay of the trace (tests/integration/test_98_replay.py, its own cluster fairgpu-replay); not in make test.
+# The replay of make test alone (tests/integration/test_98_replay.py, its own cluster fairgpu-replay).
 test-replay: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_98_replay.py
 

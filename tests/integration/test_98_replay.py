@@ -1,8 +1,9 @@
-"""Issue 17, first slice: a short replay of the real Alibaba GPU trace v2023 (its busiest six hours, 180x
-compressed, 2 nodes x 8 GPUs, three tenants by hash) through the real Kueue on an embedded cluster of its own
-(fairgpu-replay). Asserted from the report and from the cluster: no Job lost, every Job's Workload admitted by
-Kueue, waits computed from Kueue's own timestamps, the share bound checked, and field problems of Kueue's issues.
-Not part of `make test` (CI time is full): `make test-replay`, about 3-4 minutes with the cluster."""
+"""Issue 17: a replay of a busy window of the real Alibaba GPU trace v2023 (its busiest two days, 1200x compressed,
+over 300 tasks, three tenants by hash, demand 1.3 x 6 nodes x 8 GPUs) through the real Kueue on an embedded cluster
+of its own (fairgpu-replay). Asserted from the report and from the cluster: no Job lost, every Job's Workload
+admitted by Kueue, waits computed from Kueue's own timestamps, the share bound and the time-to-guarantee checked,
+Kueue's own metrics agreeing with its Workloads, and field problems of Kueue's issues. Part of `make test`, about
+7 minutes with the cluster (`make test-replay` runs it alone)."""
 
 import json
 import os
@@ -21,11 +22,12 @@ REPLAY = {
     "cluster_name": "fairgpu-replay",
     "run_local_ports": {"kueue_webhook": 32443, "kueue_metrics": 32444, "kueue_health": 32081, "prometheus": 32090,
                         "dcgm_exporter": 32400},
-    "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3",
+    "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 6, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
-    "tenants_list": [{"name": "tenant-0", "gpus": 6, "max_jobs": 400}, {"name": "tenant-1", "gpus": 5, "max_jobs": 400},
-                     {"name": "tenant-2", "gpus": 5, "max_jobs": 400}],
-    "replay_window_seconds": 21600, "replay_compression": 180, "replay_run_floor": 25, "replay_load_factor": 1.3,
+    "tenants_list": [{"name": "tenant-0", "gpus": 16, "max_jobs": 400},
+                     {"name": "tenant-1", "gpus": 16, "max_jobs": 400},
+                     {"name": "tenant-2", "gpus": 16, "max_jobs": 400}],
+    "replay_window_seconds": 172800, "replay_compression": 1200, "replay_run_floor": 24, "replay_load_factor": 1.3,
     "replay_run_id": "it-replay", "replay_results_dir": RESULTS, "replay_finish_timeout": 600,
 }
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", REPLAY["cluster_name"], "kubeconfig.yaml")
@@ -59,7 +61,7 @@ def test_the_replay_passes_with_no_job_lost(replayed):
     run, report, _api = replayed
     assert run.rc == 0, run.messages()
     assert report["passed"], report["checks"]
-    assert report["lost"] == [] and report["window"]["tasks"] >= 50
+    assert report["lost"] == [] and report["window"]["tasks"] >= 300
     assert report["assignment"]["by"] == "hash into 3"
     assert set(report["tenants"]) == set(NAMESPACES)
 
@@ -98,21 +100,52 @@ def test_the_share_bound_is_checked_under_contention(replayed):
     share = report["share"]
     assert share["contended_seconds"] > 30, "demand above capacity for a sustained period"
     for tenant, check in share["tenants"].items():
-        assert check["bound"] == fairness.share_bound(16, report["assignment"]["replayed"][tenant]["largest_task"])
+        assert check["bound"] == fairness.share_bound(48, report["assignment"]["replayed"][tenant]["largest_task"])
         assert abs(check["held"] - check["fair"]) <= check["bound"], (tenant, check)
+
+
+def test_every_tenant_gets_its_guarantee_within_the_bound_while_others_borrow(replayed):
+    # From each Workload's holds (Kueue's QuotaReserved and Preempted Events, its status for the last): whenever a
+    # tenant had a pending Workload that fitted in its unused nominalQuota, Kueue reserved it within the bound,
+    # preempting borrowers when the cohort was full. The replay reclaimed: some episode began while others borrowed.
+    _run, report, _api = replayed
+    guarantee = report["guarantee"]
+    assert guarantee["passed"], guarantee
+    for tenant, figures in guarantee["tenants"].items():
+        assert figures["over_bound"] == 0 and (figures["max"] or 0) <= guarantee["bound"], (tenant, figures)
+    assert sum(f["reclaims"] for f in guarantee["tenants"].values()) > 0, guarantee
+    assert report["histories_incomplete"] <= sum(t["evictions"] for t in report["tenants"].values())
+
+
+def test_kueue_s_own_metrics_agree_with_its_workloads(replayed):
+    # Two reports of the same decisions: Kueue's counters (kueue_quota_reserved_workloads_total counts every
+    # reservation, a re-admission after an eviction too; kueue_finished_workloads_total every end) against the
+    # Workloads' statuses. A fresh cluster, so the counters hold this replay alone. Both are exact for these two.
+    _run, report, _api = replayed
+    for tenant, figures in report["tenants"].items():
+        metrics = report["kueue_metrics"][tenant]
+        assert metrics["finished"] == figures["workloads"], (tenant, metrics, figures)
+        assert metrics["quota_reserved"] == figures["workloads"] + figures["evictions"], (tenant, metrics, figures)
+        # kueue_evicted_workloads_total and kueue_preempted_workloads_total count preemptions issued, and a
+        # scheduling cycle may issue one again for a Workload whose eviction is still under way
+        # (kubernetes-sigs/kueue#15211; 89 counted for 84 evictions in a run here): at least the evictions the
+        # Workloads' schedulingStats kept, never fewer.
+        assert metrics.get("evicted", 0) >= figures["evictions"], (tenant, metrics, figures)
+    caused = sum(m.get("preempted_caused", 0) for m in report["kueue_metrics"].values())
+    assert caused >= sum(t["preemptions_suffered"] for t in report["tenants"].values()), report["kueue_metrics"]
 
 
 def test_no_preemption_loop_and_no_idle_gpus_while_work_waits(replayed):
     # Field problems under bursts. Fair-sharing preemption loops (kubernetes-sigs/kueue#3779, #14543) show as
-    # evictions without end: every Job finished within the replay's timeout, no Workload was evicted more than 5
-    # times (3 seen once in this replay: an 8-GPU Workload borrowing while guarantees were reclaimed), and there were
-    # fewer evictions than Workloads (each eviction made room for another Workload's admission). One admission per
-    # ClusterQueue per scheduling cycle (#14477) and inadmissible requeue storms (#8095, #9715) show as GPUs idle
-    # while a pending Workload would fit: below 10 % of capacity x time (0.025 and 0.065 measured; an upper bound,
-    # since a preempted Workload's earlier hold is not in its status and looks idle).
+    # evictions without end: every Job finished within the replay's timeout, no Workload was evicted more than 10
+    # times (8 seen once with 40 GPUs: a borrowing Workload of the tenant with the most demand, reclaimed again and
+    # again by the others' guarantees; 3 in a 16-GPU replay), and there were fewer evictions than Workloads (each
+    # eviction made room for another Workload's admission). One admission per ClusterQueue per scheduling cycle
+    # (#14477) and inadmissible requeue storms (#8095, #9715) show as GPUs idle while a pending Workload would fit:
+    # below 10 % of capacity x time (0.026 measured with 40 GPUs; an upper bound where a history is incomplete).
     _run, report, _api = replayed
     evictions = sum(t["evictions"] for t in report["tenants"].values())
-    assert report["most_evictions"] <= 5, report["most_evictions"]
+    assert report["most_evictions"] <= 10, report["most_evictions"]
     assert evictions < report["workloads"], evictions
     assert report["idle_while_pending"]["share"] < 0.1, report["idle_while_pending"]
 
