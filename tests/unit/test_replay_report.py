@@ -133,8 +133,8 @@ def test_holds_of_a_preempted_workload_come_from_kueue_s_events():
     fact = report.workload_facts(workload("r-0000", UID_A, 0, 40, 70, evictions=1), BY_NAME)
     holds, complete = report.workload_holds(fact, [event(UID_A, "QuotaReserved", 1, second=40),
                                                    event(UID_A, "Preempted", 12), event(UID_A, "Admitted", 1)])
-    assert complete and holds == [[fact["created"] + 1.25, fact["created"] + 12.25], [fact["created"] + 40.5,
-                                                                                        fact["finished"]]]
+    created = fact["created"]
+    assert complete and holds == [[created + 1.25, created + 12.25], [created + 40.5, fact["finished"]]]
 
 
 def test_a_history_kueue_did_not_write_whole_falls_back_to_the_last_hold():

@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness
@@ -247,7 +248,7 @@ def metric_table(results):
             if tenant is None:
                 continue
             value = float(sample["value"][1])
-            table.setdefault(tenant, {})[name] = None if value != value else round(value, 3)
+            table.setdefault(tenant, {})[name] = None if math.isnan(value) else round(value, 3)
     return table
 
 
