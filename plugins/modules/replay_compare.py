@@ -16,7 +16,7 @@ description:
     several Kueue policies, and writes one comparison (C(plugins/module_utils/replay/compare.py)) into O(path) as
     C(compare.json), C(compare.md) and C(waits.png) (wait p50 and p95 per tenant per policy, with the model's
     p95 where given).
-  - Where a policy comes with the model's prediction (RV(fairgpu.tenancy.replay_advise#module:prediction)), each tenant's
+  - Where a policy comes with the model's prediction (the C(prediction) it returns), each tenant's
     row shows it next to the measurement.
   - Does not talk to a cluster; the plot needs matplotlib (without it the report says so).
 author:
@@ -49,7 +49,7 @@ options:
         type: str
         default: ""
       prediction:
-        description: The model's prediction for the same Jobs under this policy (M(fairgpu.tenancy.replay_advise)'s RV(fairgpu.tenancy.replay_advise#module:prediction)).
+        description: The model's prediction for the same Jobs under this policy (M(fairgpu.tenancy.replay_advise)'s the C(prediction) it returns).
         type: dict
       settings:
         description: The policy's settings (tenants, fair sharing), kept in C(compare.json).
