@@ -31,7 +31,9 @@ options:
     choices: [predict, search]
     default: search
   jobs:
-    description: The planned Jobs (the C(jobs) M(fairgpu.tenancy.replay_plan) returns), each with C(name), C(tenant), C(gpus), C(seconds) and C(at) (wall seconds).
+    description:
+      - The planned Jobs (the C(jobs) M(fairgpu.tenancy.replay_plan) returns), each with C(name), C(tenant), C(gpus),
+        C(seconds) and C(at) (wall seconds).
     type: list
     elements: dict
     required: true

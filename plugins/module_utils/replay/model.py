@@ -150,7 +150,7 @@ def _preempt_fair(state, wl, running, strategies):
             queues = dict((t, c) for t, c in candidates_by_queue().items() if t not in dropped)
             if not queues:
                 break
-            target = max(sorted(queues), key=lambda t: state.share(t))
+            target = max(sorted(queues), key=state.share)
             preemptor_new = state.share(tenant, gpus)
             target_old = state.share(target)
             took = False
