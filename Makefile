@@ -22,7 +22,7 @@ help:
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
 	@echo "make test-replay a short replay (tests/integration/test_98_replay.py, not part of make test)"
-	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 25 min)"
+	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
 	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
