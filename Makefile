@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay molecule bench clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule bench clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -22,6 +22,8 @@ help:
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
+	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
+	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +94,32 @@ replay: setup toolchain
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $(REPLAY_VARS)
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $(REPLAY_VARS); rc=$$?; \
 	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(REPLAY_VARS); exit $$rc
+
+# The same short replay under each policy (inventories/replay-compare/policies/), each on a fresh embedded cluster
+# fairgpu-policy (site.yml, replay.yml, teardown.yml), then one comparison report in results/replay-compare/.
+# A policy whose replay checks fail still has its report; the comparison shows the checks.
+COMPARE_VARS := -e @inventories/replay-compare/compare.yml
+COMPARE_POLICIES ?= strict borrowing fair
+replay-compare: setup toolchain
+	for policy in $(COMPARE_POLICIES); do \
+	  vars="$(COMPARE_VARS) -e @inventories/replay-compare/policies/$$policy.yml"; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $$vars && \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $$vars; \
+	  echo "$$policy rc=$$?"; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $$vars; \
+	done
+	$(BIN)/ansible-playbook playbooks/replay_compare.yml -e '{"replay_compare_policies": "$(COMPARE_POLICIES)"}'
+
+# The quota advisor: a model of Kueue's admission searches guarantees, borrowing limits and weights that meet the
+# wait targets (inventories/replay-compare/advise.yml) with the smallest sum of guarantees, then the
+# recommendation is replayed through the real Kueue on fairgpu-policy; results/replay-advise/ compares both.
+ADVISE_VARS := -e @inventories/replay-compare/compare.yml -e @inventories/replay-compare/advise.yml
+replay-advise: setup toolchain
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay_advise.yml $(ADVISE_VARS) -e replay_advise_stage=model
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $(ADVISE_VARS) -e @results/replay-advise/recommended.yml && \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $(ADVISE_VARS) -e @results/replay-advise/recommended.yml; \
+	  rc=$$?; $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(ADVISE_VARS); \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay_advise.yml $(ADVISE_VARS) -e replay_advise_stage=check; exit $$rc
 
 molecule: setup toolchain
 	$(BIN)/molecule test -s default

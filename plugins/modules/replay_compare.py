@@ -1,0 +1,178 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: replay_compare
+short_description: Put several replay reports side by side (policies compared, model next to measurement)
+version_added: 0.2.0
+description:
+  - Reads the C(replay.json) of several replays (M(fairgpu.tenancy.replay_report)), for example the same replay under
+    several Kueue policies, and writes one comparison (C(plugins/module_utils/replay/compare.py)) into O(path) as
+    C(compare.json), C(compare.md) and C(waits.png) (wait p50 and p95 per tenant per policy, with the model's
+    p95 where given).
+  - Where a policy comes with the model's prediction (the C(prediction) it returns), each tenant's
+    row shows it next to the measurement.
+  - Does not talk to a cluster; the plot needs matplotlib (without it the report says so).
+author:
+  - fairgpu contributors (!UNKNOWN)
+options:
+  path:
+    description: Directory to write into (created when missing).
+    type: path
+    required: true
+  title:
+    description: Title of the Markdown page and the plot.
+    type: str
+    default: "fairgpu replay: policies compared"
+  policies:
+    description: The replays in order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The policy's short name (a table column and the plot's legend).
+        type: str
+        required: true
+      report:
+        description: Path of the replay's C(replay.json).
+        type: path
+        required: true
+      description:
+        description: What the policy is, one line.
+        type: str
+        default: ""
+      prediction:
+        description: The model's prediction for the same Jobs under this policy (M(fairgpu.tenancy.replay_advise)'s the C(prediction) it returns).
+        type: dict
+      settings:
+        description: The policy's settings (tenants, fair sharing), kept in C(compare.json).
+        type: dict
+"""
+
+EXAMPLES = r"""
+- name: Compare the replays of three policies
+  fairgpu.tenancy.replay_compare:
+    path: results/replay-compare
+    policies:
+      - {name: strict, report: results/replay-compare/strict/replay.json, description: no borrowing}
+      - {name: borrowing, report: results/replay-compare/borrowing/replay.json}
+      - {name: fair, report: results/replay-compare/fair/replay.json}
+"""
+
+RETURN = r"""
+comparison:
+  description:
+    - "The comparison as written to C(compare.json): C(policies), each C({name, description, settings, passed,
+      failed_checks, contended_seconds, idle_while_pending, most_evictions, jobs, lost, modelled, tenants}), where
+      C(tenants) holds per tenant C({jobs, not_admitted, p50, p95, max, trace_gpu_hours, preempted, caused, held,
+      fair, bound, share_within_bound, model}): waits in trace seconds, GPU-hours in trace hours, shares in GPUs,
+      C(model) the predicted C({p50, p95, max, not_admitted, preempted}) or absent."
+    - Also C(generated), C(same_replay) (every report has the same window and Jobs), C(window), C(compression) and C(capacity) of the first report.
+  returned: always
+  type: dict
+markdown:
+  description: Path of C(compare.md).
+  returned: always
+  type: str
+plot:
+  description: Path of C(waits.png), or null without matplotlib.
+  returned: always
+  type: str
+"""
+
+import datetime
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.compare import (
+    compare_document, compare_markdown, wait_series)
+
+
+def plot(path, title, tenants, series):
+    """Grouped bars of the wait p95 (and p50 as a lighter bar) per tenant per policy, the model's p95 as a
+    marker; False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    names = list(series)
+    width = 0.8 / max(1, len(names))
+    for index, name in enumerate(names):
+        xs = [t + (index - (len(names) - 1) / 2.0) * width for t in range(len(tenants))]
+        p95 = [v or 0 for v in series[name]["p95"]]
+        p50 = [v or 0 for v in series[name]["p50"]]
+        ax.bar(xs, p95, width * 0.9, color="C%d" % index, label="%s p95" % name)
+        ax.bar(xs, p50, width * 0.9, color="white", alpha=0.45, hatch="//", edgecolor="C%d" % index)
+        model = [(x, v) for x, v in zip(xs, series[name]["model_p95"]) if v is not None]
+        if model:
+            ax.plot([x for x, _v in model], [v for _x, v in model], "kx", markersize=8,
+                    label="model p95" if index == 0 or not any(series[n]["model_p95"] for n in names[:index]) else None)
+    ax.set_xticks(range(len(tenants)))
+    ax.set_xticklabels(tenants)
+    ax.set_ylabel("wait in trace hours (bar p95, hatched p50)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            title=dict(type="str", default="fairgpu replay: policies compared"),
+            policies=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                report=dict(type="path", required=True),
+                description=dict(type="str", default=""),
+                prediction=dict(type="dict"),
+                settings=dict(type="dict"),
+            )),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    policies = []
+    for policy in params["policies"]:
+        try:
+            with open(policy["report"]) as handle:
+                report = json.load(handle)
+        except (IOError, OSError, ValueError) as exc:
+            module.fail_json(msg="policies[%s].report: cannot read %s: %s" % (policy["name"], policy["report"], exc))
+        policies.append(dict(policy, report=report))
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = compare_document(policies, now)
+    paths = dict((k, os.path.join(params["path"], name)) for k, name in
+                 (("json", "compare.json"), ("markdown", "compare.md"), ("plot", "waits.png")))
+    plotted = False
+    if not module.check_mode:
+        os.makedirs(params["path"], exist_ok=True)
+        tenants, series = wait_series(doc)
+        plotted = plot(paths["plot"], params["title"], tenants, series)
+        page = compare_markdown(doc, params["title"])
+        page += ("\n![waits per tenant per policy](waits.png)\n" if plotted else "\nNo plot: matplotlib is missing.\n")
+        with open(paths["json"], "w") as handle:
+            json.dump(doc, handle, indent=2, sort_keys=True)
+        with open(paths["markdown"], "w") as handle:
+            handle.write(page)
+    module.exit_json(changed=not module.check_mode, comparison=doc, markdown=paths["markdown"],
+                     plot=paths["plot"] if plotted else None)
+
+
+if __name__ == "__main__":
+    main()
