@@ -191,7 +191,7 @@ def list_workloads(custom):
         kwargs = {"limit": 500}
         if token:
             kwargs["_continue"] = token
-        page = custom.list_cluster_custom_object(GROUP, VERSION, "workloads", **kwargs)
+        page = retried(lambda: custom.list_cluster_custom_object(GROUP, VERSION, "workloads", **kwargs))
         items.extend(page["items"])
         token = page["metadata"].get("continue")
         if not token:
@@ -207,8 +207,10 @@ class Finisher:
         self.lock = threading.Lock()
         self.due = []
         self.scheduled, self.admitted, self.finished = set(), set(), set()
+        self.latest = {}
         self.stop = threading.Event()
         self.errors = 0
+        self.retries = 0
 
     def observe(self, wl):
         key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
@@ -219,6 +221,7 @@ class Finisher:
                 return
             if cond(wl, "Admitted"):
                 self.admitted.add(key)
+                self.latest[key] = wl
                 if self.finish and key not in self.scheduled:
                     self.scheduled.add(key)
                     runtime = float((wl["metadata"].get("labels") or {}).get(BENCH_LABEL + "-runtime", "0"))
@@ -244,10 +247,14 @@ class Finisher:
                 time.sleep(1)
 
     def finish_one(self, key):
+        """Set Finished on the Workload as the watch last saw it (a conflict or a 5xx: read it again and retry)."""
         namespace, name = key
-        for _attempt in range(10):
+        with self.lock:
+            wl = self.latest.pop(key, None)
+        for attempt in range(20):
             try:
-                wl = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", name)
+                if wl is None:
+                    wl = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", name)
                 if cond(wl, "Finished"):
                     return
                 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -259,10 +266,21 @@ class Finisher:
                 self.custom.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, "workloads", name, wl)
                 return
             except ApiException as error:
-                if error.status != 409:
-                    self.errors += 1
-                    log("finishing %s/%s: %s %s" % (namespace, name, error.status, error.reason))
-                    return
+                wl = None
+                if error.status == 409:
+                    continue
+                if error.status in RETRYABLE:
+                    self.retries += 1
+                    time.sleep(min(10, 1 + attempt))
+                    continue
+                self.errors += 1
+                log("finishing %s/%s: %s %s" % (namespace, name, error.status, error.reason))
+                return
+            except Exception as error:  # a dropped connection: read it again
+                wl = None
+                self.retries += 1
+                log("finishing %s/%s: %s" % (namespace, name, str(error)[:120]))
+                time.sleep(min(10, 1 + attempt))
         self.errors += 1
 
     def finish_loop(self, pool):
@@ -277,10 +295,27 @@ class Finisher:
             time.sleep(0.05)
 
 
+RETRYABLE = (429, 500, 502, 503, 504)
+
+
+def retried(call, attempts=10):
+    """call(), again after 429 and 5xx answers (an API server this loaded answers 504 now and then)."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ApiException as error:
+            if error.status not in RETRYABLE or attempt == attempts - 1:
+                raise
+            log("retrying after %s %s" % (error.status, error.reason))
+            time.sleep(min(10, 1 + attempt))
+    return None
+
+
 def stop_policy(custom, cluster_queues, policy):
     """Set spec.stopPolicy (Hold: no new admissions, the admitted stay; None: admit) of the ClusterQueues."""
     for name in cluster_queues:
-        custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", name, {"spec": {"stopPolicy": policy}})
+        retried(lambda n=name: custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", n,
+                                                                   {"spec": {"stopPolicy": policy}}))
 
 
 def bare_workloads(queues):
@@ -435,6 +470,7 @@ def run_variant(name, custom, create, manifests, keys, selector, finish, hold=()
     result = summarize(keys, [w for w in everything if selects(w, selector, keys)], wall, submit_seconds, failures,
                        released)
     result["watch_or_finish_errors"] = finisher.errors
+    result["finish_retries"] = finisher.retries
     result["timed_out"] = wall >= TIMEOUT
     return result
 
@@ -469,7 +505,7 @@ def run_jobs(custom, batch, queues):
             kwargs = {"label_selector": "fairgpu.io/replay=%s" % RUN_ID, "limit": 500}
             if token:
                 kwargs["_continue"] = token
-            page = batch.list_job_for_all_namespaces(**kwargs)
+            page = retried(lambda: batch.list_job_for_all_namespaces(**kwargs))
             succeeded += sum(1 for j in page.items if (j.status.succeeded or 0) >= 1)
             token = page.metadata._continue
             if not token:
