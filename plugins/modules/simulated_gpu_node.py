@@ -46,7 +46,7 @@ options:
       - Names of several simulated nodes, handled one after the other in this one module run (each as O(name)
         would be). On a large embedded cluster this replaces a loop of one module run per node (about 1 s of
         process start-up each on a 2-core machine; 1,000 nodes took over half an hour under load).
-      - The result then has RV(nodes), one entry per node, and RV(changed) is true when any node changed. The
+      - The result then has RV(nodes), one entry per node, and C(changed) is true when any node changed. The
         first node that cannot be read or patched fails the run, naming it; the nodes before it stay published.
     type: list
     elements: str

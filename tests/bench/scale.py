@@ -314,8 +314,8 @@ def retried(call, attempts=10):
 def stop_policy(custom, cluster_queues, policy):
     """Set spec.stopPolicy (Hold: no new admissions, the admitted stay; None: admit) of the ClusterQueues."""
     for name in cluster_queues:
-        retried(lambda n=name: custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", n,
-                                                                   {"spec": {"stopPolicy": policy}}))
+        body = {"spec": {"stopPolicy": policy}}
+        retried(lambda n=name: custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", n, body))
 
 
 def bare_workloads(queues):
@@ -349,7 +349,7 @@ def bare_workloads(queues):
 def jobs(queues):
     tenants_sorted = sorted(queues)
     weights = [c[1] for c in CLASSES]
-    sizes = [c[2] for c in CLASSES for _ in range(c[1] // 50)]  # 7 small, 2 medium, 1 large in every 10
+    sizes = [c[2] for c in CLASSES for _copy in range(c[1] // 50)]  # 7 small, 2 medium, 1 large in every 10
     out = []
     for number in range(PODS):
         tenant = tenants_sorted[number % len(tenants_sorted)]
@@ -558,7 +558,7 @@ def table(report):
             r["evictions"]))
         if r.get("held_then_released"):
             lines.append("| %s: from the release of the held queues | | | | | | | | %s | %s | %s | |" % (
-                label.split(" ")[0], fmt(r["release_to_admission_p50"]), fmt(r["release_to_admission_p99"]),
+                label.split(" ", maxsplit=1)[0], fmt(r["release_to_admission_p50"]), fmt(r["release_to_admission_p99"]),
                 fmt(r["release_to_admission_max"])))
     if report.get("jobs_skipped"):
         lines.append("| (b) Jobs: skipped, %s | | | | | | | | | | | |" % report["jobs_skipped"])
@@ -570,8 +570,8 @@ def table(report):
         before = report["memory_after_site"].get(component, {}).get("VmHWM")
         after = report["memory_end"].get(component, {}).get("VmHWM")
         lines.append("| %s | %s | %s |" % (component, fmt(before), fmt(after)))
-    lines.append("\nsite.yml %.0f s (rc %d); benchmark total %.0f s" % (report["site_seconds"], report["site_rc"],
-                                                                    report["total_seconds"]))
+    lines.append("\nsite.yml %.0f s (rc %d); benchmark total %.0f s"
+                 % (report["site_seconds"], report["site_rc"], report["total_seconds"]))
     return "\n".join(lines)
 
 
