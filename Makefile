@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule bench clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule bench bench-scale clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -20,6 +20,7 @@ help:
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
+	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; README: Scale)"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
 	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
@@ -128,6 +129,12 @@ molecule: setup toolchain
 bench: setup toolchain
 	mkdir -p results
 	set -o pipefail; $(BIN)/python tests/bench/bench.py | tee results/bench.md
+
+# The scale benchmark (not a test, not in make test): its own cluster fairgpu-scale, removed at the end; the figures
+# land in results/bench-scale/. Smaller runs: SCALE_NODES=50 SCALE_TENANTS=4 SCALE_WORKLOADS=500 SCALE_PODS=100.
+bench-scale: setup toolchain
+	mkdir -p results/bench-scale
+	$(BIN)/python tests/bench/scale.py
 
 clean:
 	rm -rf $(VENV) .collections results

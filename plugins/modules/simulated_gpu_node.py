@@ -39,9 +39,18 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 options:
   name:
-    description: Name of the simulated node.
+    description: Name of the simulated node. One of O(name) and O(names) is required.
     type: str
-    required: true
+  names:
+    description:
+      - Names of several simulated nodes, handled one after the other in this one module run (each as O(name)
+        would be). On a large embedded cluster this replaces a loop of one module run per node (about 1 s of
+        process start-up each on a 2-core machine; 1,000 nodes took over half an hour under load).
+      - The result then has RV(nodes), one entry per node, and C(changed) is true when any node changed. The
+        first node that cannot be read or patched fails the run, naming it; the nodes before it stay published.
+    type: list
+    elements: str
+    version_added: 0.2.0
   mig_strategy:
     description:
       - The GPU Operator's C(mig.strategy). C(none) leaves out the C(nvidia.com/mig.strategy) label, as GFD does.
@@ -64,14 +73,26 @@ EXAMPLES = r"""
     kubeconfig: ~/.local/share/fairgpu/clusters/fairgpu/kubeconfig.yaml
     name: gpu-node-0
     mig_strategy: single
+
+- name: Publish the GPUs of several simulated nodes in one module run
+  fairgpu.tenancy.simulated_gpu_node:
+    names: [gpu-node-0, gpu-node-1]
+    mig_strategy: single
 """
 
 RETURN = r"""
 node:
   description: Name of the node.
-  returned: always
+  returned: with O(name)
   type: str
   sample: gpu-node-0
+nodes:
+  description: With O(names), one entry per node with the keys RV(node), C(changed), RV(labels), RV(resources),
+    RV(mig_state), RV(mig_errors) (and RV(diff) in diff mode) as a run with O(name) returns them.
+  returned: with O(names)
+  type: list
+  elements: dict
+  version_added: 0.2.0
 labels:
   description: The GFD labels the node carries after the call (label name to string value).
   returned: success
@@ -93,7 +114,8 @@ mig_errors:
   type: list
   elements: str
 diff:
-  description: With C(--diff), the labels, capacity and allocatable before and after (only the keys this module owns).
+  description: With C(--diff), the labels, capacity and allocatable before and after (only the keys this module owns);
+    with O(names), C(before) and C(after) map each node's name to its own.
   returned: when diff mode is on
   type: dict
 """
@@ -123,26 +145,35 @@ except ImportError:
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
-        name=dict(type="str", required=True),
+        name=dict(type="str"),
+        names=dict(type="list", elements="str"),
         mig_strategy=dict(type="str", choices=["none", "single", "mixed"], default="single"),
         mig_config=dict(type="dict"),
     )
     return spec
 
 
-def run(module, api):
-    name = module.params["name"]
+class NodeFailure(Exception):
+    """One node could not be read, computed or patched; ``node`` names it."""
+
+    def __init__(self, node, msg):
+        super(NodeFailure, self).__init__(msg)
+        self.node = node
+
+
+def publish(module, api, name):
+    """Publish one node's GPUs; returns its result dict (with its diff), or raises NodeFailure."""
     try:
         node = api.read_node(name=name).to_dict()
     except ApiException as exc:
-        module.fail_json(msg="cannot read node %r: %s %s" % (name, exc.status, exc.reason), node=name)
+        raise NodeFailure(name, "cannot read node %r: %s %s" % (name, exc.status, exc.reason))
     metadata, status = node.get("metadata") or {}, node.get("status") or {}
     annotations, current_labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     try:
         desired = desired_node(name, annotations, current_labels, module.params["mig_strategy"],
                                module.params["mig_config"])
     except SimulatedNodeError as exc:
-        module.fail_json(msg="node %r: %s" % (name, exc), node=name)
+        raise NodeFailure(name, "node %r: %s" % (name, exc))
     labels, resources = desired["labels"], desired["resources"]
     label_patch, status_patch, diff = node_patches(current_labels, status, labels, resources)
     annotation_patch = {k: v for k, v in desired["annotations"].items() if annotations.get(k) != v}
@@ -157,16 +188,40 @@ def run(module, api):
             if label_patch or annotation_patch:
                 api.patch_node(name=name, body={"metadata": {"labels": label_patch, "annotations": annotation_patch}})
         except ApiException as exc:
-            module.fail_json(msg="cannot patch node %r: %s %s" % (name, exc.status, exc.reason), node=name)
-    result = dict(changed=changed, node=name, labels=labels, resources=resources, mig_state=desired["mig_state"],
-                  mig_errors=desired["errors"])
+            raise NodeFailure(name, "cannot patch node %r: %s %s" % (name, exc.status, exc.reason))
+    return dict(changed=changed, node=name, labels=labels, resources=resources, mig_state=desired["mig_state"],
+                mig_errors=desired["errors"], diff=diff)
+
+
+def run(module, api):
+    single = module.params["name"] is not None
+    names = [module.params["name"]] if single else module.params["names"]
+    results = []
+    for name in names:
+        try:
+            results.append(publish(module, api, name))
+        except NodeFailure as exc:
+            extra = {} if single else {"nodes": [_without_diff(module, r) for r in results]}
+            module.fail_json(msg=str(exc), node=exc.node, **extra)
+    if single:
+        result = results[0]
+        if not module._diff:
+            del result["diff"]
+        module.exit_json(**result)
+    result = dict(changed=any(r["changed"] for r in results), nodes=[_without_diff(module, r) for r in results])
     if module._diff:
-        result["diff"] = diff
+        result["diff"] = {"before": {r["node"]: r["diff"]["before"] for r in results},
+                          "after": {r["node"]: r["diff"]["after"] for r in results}}
     module.exit_json(**result)
 
 
+def _without_diff(module, result):
+    return result if module._diff else {k: v for k, v in result.items() if k != "diff"}
+
+
 def main():
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True,
+                              mutually_exclusive=[("name", "names")], required_one_of=[("name", "names")])
     try:
         client = get_api_client(module)
         run(module, core_v1_api.CoreV1Api(client.client.client))
