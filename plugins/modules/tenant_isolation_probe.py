@@ -78,9 +78,11 @@ options:
     type: float
     default: 60
   accounting_grace_seconds:
-    description: How long a tenant's Running pods may hold more devices than Kueue reserved for it.
+    description:
+      - Seconds a tenant's Running pods may hold more devices than Kueue reserved for it (a deleted Job's pods
+        outlive its Workload until the garbage collector marks them deleted).
     type: float
-    default: 5
+    default: 10
   termination_grace_max_seconds:
     description: The most terminationGracePeriodSeconds tenant Jobs may ask for (C(tenants_isolation)).
     type: int
@@ -175,7 +177,7 @@ def argspec():
         timeout=dict(type="int", default=60),
         hold_seconds=dict(type="int", default=5),
         running_bound_seconds=dict(type="float", default=60),
-        accounting_grace_seconds=dict(type="float", default=5),
+        accounting_grace_seconds=dict(type="float", default=10),
         termination_grace_max_seconds=dict(type="int", default=30),
     )
     return spec
