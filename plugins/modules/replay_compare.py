@@ -93,6 +93,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.figure import write_png
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.compare import (
     compare_document, compare_markdown, wait_series)
 
@@ -100,35 +101,25 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.compare imp
 def plot(path, title, tenants, series):
     """Grouped bars of the wait p95 (and p50 as a lighter bar) per tenant per policy, the model's p95 as a
     marker; False when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
-    names = list(series)
-    width = 0.8 / max(1, len(names))
-    for index, name in enumerate(names):
-        xs = [t + (index - (len(names) - 1) / 2.0) * width for t in range(len(tenants))]
-        p95 = [v or 0 for v in series[name]["p95"]]
-        p50 = [v or 0 for v in series[name]["p50"]]
-        ax.bar(xs, p95, width * 0.9, color="C%d" % index, label="%s p95" % name)
-        ax.bar(xs, p50, width * 0.9, color="white", alpha=0.45, hatch="//", edgecolor="C%d" % index)
-        model = [(x, v) for x, v in zip(xs, series[name]["model_p95"]) if v is not None]
-        if model:
-            ax.plot([x for x, _v in model], [v for _x, v in model], "kx", markersize=8,
-                    label="model p95" if index == 0 or not any(series[n]["model_p95"] for n in names[:index]) else None)
-    ax.set_xticks(range(len(tenants)))
-    ax.set_xticklabels(tenants)
-    ax.set_ylabel("wait in trace hours (bar p95, hatched p50)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    def draw(ax):
+        names = list(series)
+        width = 0.8 / max(1, len(names))
+        for index, name in enumerate(names):
+            xs = [t + (index - (len(names) - 1) / 2.0) * width for t in range(len(tenants))]
+            p95 = [v or 0 for v in series[name]["p95"]]
+            p50 = [v or 0 for v in series[name]["p50"]]
+            ax.bar(xs, p95, width * 0.9, color="C%d" % index, label="%s p95" % name)
+            ax.bar(xs, p50, width * 0.9, color="white", alpha=0.45, hatch="//", edgecolor="C%d" % index)
+            model = [(x, v) for x, v in zip(xs, series[name]["model_p95"]) if v is not None]
+            if model:
+                first = index == 0 or not any(series[n]["model_p95"] for n in names[:index])
+                ax.plot([x for x, _v in model], [v for _x, v in model], "kx", markersize=8,
+                        label="model p95" if first else None)
+        ax.set_xticks(range(len(tenants)))
+        ax.set_xticklabels(tenants)
+        ax.set_ylabel("wait in trace hours (bar p95, hatched p50)")
+        ax.set_title(title, fontsize=10)
+    return write_png(path, draw, grid_axis="y", legend_loc="upper right")
 
 
 def main():

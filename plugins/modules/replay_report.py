@@ -120,26 +120,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.figure import write_png
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.report import (
     held_series, replay_document, replay_markdown)
-
-
-def _figure(path, draw):
-    """Draw with ``draw(ax)`` into a PNG at ``path``; False when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
-    draw(ax)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
 
 
 def plot(path, title, series, capacity):
@@ -151,7 +134,7 @@ def plot(path, title, series, capacity):
         ax.set_xlabel("wall seconds from the first Workload")
         ax.set_ylabel("GPUs reserved by Kueue")
         ax.set_title(title, fontsize=10)
-    return _figure(path, draw)
+    return write_png(path, draw)
 
 
 def plot_waits(path, title, waits):
@@ -166,7 +149,7 @@ def plot_waits(path, title, waits):
         ax.set_xlabel("wait from creation to admission, trace minutes")
         ax.set_ylabel("share of the tenant's Workloads")
         ax.set_title(title, fontsize=10)
-    return _figure(path, draw)
+    return write_png(path, draw)
 
 
 def main():
