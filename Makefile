@@ -12,11 +12,12 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule bench bench-scale clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
-	@echo "make test       unit tests, lint, integration tests on an embedded cluster, molecule (kueue and mig)"
+	@echo "make test       unit tests, lint, integration tests on embedded clusters, molecule's default scenario"
+	@echo "make molecule-mig molecule test -s mig (path mig on a cluster of its own, about 6 min)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
@@ -78,8 +79,9 @@ rules: setup
 	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
+# --durations: the slowest tests with their times, so a CI log shows where its minutes went (README: Tests).
 integration: setup toolchain toolchain-prometheus-operator
-	$(BIN)/python -m pytest -q tests/integration --ignore=tests/integration/test_97_fleet.py
+	$(BIN)/python -m pytest -q --durations=25 tests/integration --ignore=tests/integration/test_97_fleet.py
 
 test-fleet: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py
@@ -122,8 +124,13 @@ replay-advise: setup toolchain
 	  rc=$$?; $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(ADVISE_VARS); \
 	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay_advise.yml $(ADVISE_VARS) -e replay_advise_stage=check; exit $$rc
 
+# make test runs the default scenario; the mig scenario's playbooks and checks (site.yml and validate.yml on path
+# mig, a second run changing nothing) run in make test on the integration cluster (test_80_mig.py), so its own
+# cluster (about 6 min) is make molecule-mig (README: Molecule).
 molecule: setup toolchain
 	$(BIN)/molecule test -s default
+
+molecule-mig: setup toolchain
 	$(BIN)/molecule test -s mig
 
 bench: setup toolchain
