@@ -99,6 +99,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.figure import write_png
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import (
     held_series,
     report_document,
@@ -108,29 +109,18 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report 
 
 def plot(path, title, series, guarantees):
     """Write a PNG of GPUs held per tenant; returns False when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
-    for index, (name, points) in enumerate(sorted(series.items())):
-        color = "C%d" % index
-        # Wider lines first, so a tenant whose line coincides with another's stays visible under it.
-        ax.step([p[0] for p in points], [p[1] for p in points], where="post", color=color, label="%s held" % name,
-                linewidth=max(3.5 - 1.5 * index, 1.0))
-        if name in guarantees:
-            ax.axhline(guarantees[name], color=color, linestyle="--", linewidth=1, label="%s guaranteed" % name)
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("GPUs reserved by Kueue")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    def draw(ax):
+        for index, (name, points) in enumerate(sorted(series.items())):
+            color = "C%d" % index
+            # Wider lines first, so a tenant whose line coincides with another's stays visible under it.
+            ax.step([p[0] for p in points], [p[1] for p in points], where="post", color=color,
+                    label="%s held" % name, linewidth=max(3.5 - 1.5 * index, 1.0))
+            if name in guarantees:
+                ax.axhline(guarantees[name], color=color, linestyle="--", linewidth=1, label="%s guaranteed" % name)
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("GPUs reserved by Kueue")
+        ax.set_title(title, fontsize=10)
+    return write_png(path, draw, legend_loc="upper right", figsize=(9, 4.5))
 
 
 def main():

@@ -1,5 +1,13 @@
-"""Scenario judging and the report, on Kueue states shaped like the real ones."""
+"""Scenario judging and the report, on Kueue states shaped like the real ones; the validation_report module's entry
+point as Ansible calls it."""
 
+import json
+import os
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.fairgpu.tenancy.plugins.modules import validation_report
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import held_series, report_document, report_markdown
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import flood_result, load_jobs
 
@@ -123,3 +131,32 @@ def test_a_guarantee_is_in_use_once_its_pods_started_even_if_the_first_finished(
     # Samples of an older module without "started" still count Running pods.
     assert guarantee_times([{"ts": 105.0, "queues": {"team-b": {"reserved": 8, "running": 8}}}], "team-b", 8, 99.0) == (
         6.0, 6.0)
+
+
+def module_args(path, **extra):
+    return dict({"path": path, "cluster": "embedded", "tenants": [A, B], "scenarios": [scenario()]}, **extra)
+
+
+def run_module(args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            validation_report.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_module_writes_the_report_and_a_plot_per_scenario_with_a_timeline(tmp_path, capsys):
+    result = run_module(module_args(str(tmp_path)), capsys)
+    assert not result.get("failed"), result
+    assert result["changed"] and result["passed"] and result["failed_checks"] == []
+    assert sorted(os.listdir(tmp_path)) == ["flood.png", "report.json", "report.md"]
+    assert result["images"] == {"flood": str(tmp_path / "flood.png")}
+    with open(tmp_path / "flood.png", "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(tmp_path / "report.json") as handle:
+        assert json.load(handle)["scenarios"][0]["name"] == "flood"
+    assert "flood.png" in (tmp_path / "report.md").read_text()
+
+
+def test_the_module_in_check_mode_writes_nothing(tmp_path, capsys):
+    result = run_module(dict(module_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
+    assert not result["changed"] and result["images"] == {} and not os.path.exists(tmp_path / "out")

@@ -9,9 +9,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-def write_png(path, draw, grid_axis="both", legend_loc="best"):
-    """Draw with ``draw(ax)`` on a 10 x 4.5 in, 100 dpi figure (headless Agg backend), add a light grid on
-    ``grid_axis`` and a legend at ``legend_loc``, and save it to ``path``. Returns False when matplotlib is
+def write_png(path, draw, grid_axis="both", legend_loc="best", figsize=(10, 4.5)):
+    """Draw with ``draw(ax)`` on a ``figsize`` (inches; default 10 x 4.5), 100 dpi figure (headless Agg backend),
+    add a light grid on ``grid_axis`` and a legend at ``legend_loc``, and save it to ``path``. Returns False when matplotlib is
     missing (nothing written), True otherwise."""
     try:
         import matplotlib
@@ -19,7 +19,7 @@ def write_png(path, draw, grid_axis="both", legend_loc="best"):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    fig, ax = plt.subplots(figsize=figsize, dpi=100)
     try:
         draw(ax)
         ax.grid(True, axis=grid_axis, alpha=0.3)
