@@ -14,8 +14,9 @@ The collection is built (``ansible-galaxy collection build``) and installed offl
 a user project outside the checkout declares the target ``cluster_provider: existing`` with that kubeconfig and
 context, and the modes the provider would not pick: ``kueue_mode: local``, ``gpu_operator_mode: simulated``,
 ``monitoring_mode: local``. It runs ``fairgpu.tenancy.site``, ``tenants``, ``validate`` (baseline), ``render``,
-then ``teardown`` without confirmation (fails naming the flag, changes nothing) and with it (only fairgpu's
-objects go, and fairgpu's local processes). At the end the target runs the same processes on the same ports, every
+then ``teardown`` without confirmation (fails naming the flag, changes nothing), confirmed while the local Kueue
+is down (stops before removing anything, saying how to go on), and confirmed (only fairgpu's objects go, and
+fairgpu's local processes). At the end the target runs the same processes on the same ports, every
 object that is not fairgpu's is as it was, a Job can be created again, and the decoy's audit log holds no request
 but its own components'."""
 
@@ -27,14 +28,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 import yaml
 
-from conftest import ROOT, PlaybookRun
+from conftest import ROOT, PlaybookRun, wait_until
 
 BIN = os.path.dirname(sys.executable)
 TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest",
@@ -114,6 +117,15 @@ def processes(text):
         if cmdline and text in cmdline:
             found[int(pid)] = cmdline
     return found
+
+
+def kueue_ready(port):
+    """Whether the local Kueue answers its health endpoint /readyz (what the kueue role waits for)."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
 
 
 def processes_of(pid):
@@ -531,6 +543,36 @@ def test_existing_cluster_teardown_without_confirmation_changes_nothing(watch, u
                 % (kind, "mutating" if kind.startswith("M") else "validating", LOCAL_PORTS["kueue_webhook"])) in listing
     assert cluster_objects(target.kubeconfig) == before
     assert fairgpu_processes() == local and len(local) == 3, local
+
+
+def test_existing_cluster_teardown_stops_before_anything_while_the_local_kueue_is_down(watch, user_objects):
+    """The local Kueue crashed (SIGKILL, its pid file left behind): a confirmed teardown removes nothing and says
+    how to go on, instead of waiting out every deletion (Kueue's finalizers) and stopping half-way. Then Kueue is
+    started again the way the kueue role starts it (start-stop-daemon, the same arguments)."""
+    project, target = watch["project"], watch["target"]
+    workdir = LOCAL_WORKDIRS[0]
+    with open(os.path.join(workdir, "kueue.pid")) as handle:
+        pid = int(handle.read())
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        argv = handle.read().decode().split("\0")[:-1]
+    assert argv[0].endswith("/kueue"), argv
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not processes_of(pid), 30, what="the local Kueue to exit")
+    before = cluster_objects(target.kubeconfig)
+    teardown = project.playbook("teardown", "-e", "teardown_confirm=target")
+    assert teardown.rc != 0
+    assert teardown.stats.get("changed", 0) == 0, teardown.changed_tasks()
+    message = task_result(teardown, "Stop before removing anything while the local Kueue is down")["msg"]
+    assert message.startswith("Nothing was removed from target: its webhooks call fairgpu's local Kueue, which is "
+                              "not running (http://127.0.0.1:%d/readyz:" % LOCAL_PORTS["kueue_health"]), message
+    assert "Start it again with site.yml for this host" in message and workdir + "/kueue.log" in message
+    assert cluster_objects(target.kubeconfig) == before
+    started = subprocess.run(["start-stop-daemon", "--start", "--background", "--make-pidfile",
+                              "--pidfile=" + os.path.join(workdir, "kueue.pid"),
+                              "--output=" + os.path.join(workdir, "kueue.log"), "--exec=" + argv[0], "--"] + argv[1:],
+                             check=False, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    wait_until(lambda: kueue_ready(LOCAL_PORTS["kueue_health"]), 120, what="the local Kueue to be ready again")
 
 
 def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch, user_objects):

@@ -213,6 +213,8 @@ def test_the_local_kueues_webhooks_go_last_since_teardown_stops_it():
             "(https://127.0.0.1:19443), which teardown stops; left behind (failurePolicy Fail) it would refuse every "
             "Job of the cluster") in plan["lines"]
     assert not any("WebhookConfiguration" in k["what"] for k in plan["keep"])
+    # The removal needs that process up: it releases the finalizers, and its webhooks refuse changes while down.
+    assert plan["needs_local_kueue"] is True
     # Another port (another embedded cluster's Kueue), one webhook elsewhere, or no local Kueue: kept.
     for other, prefix in (([local_webhook("MutatingWebhookConfiguration", 29443)], target["local_webhook"]),
                           ([local_webhook("MutatingWebhookConfiguration", extra_url="https://kueue.example/x")],
@@ -220,6 +222,7 @@ def test_the_local_kueues_webhooks_go_last_since_teardown_stops_it():
                           (hooks, "")):
         plan = teardown.teardown_plan(results(other), dict(EXISTING, local_webhook=prefix), confirm="prod-eu")
         assert not any("WebhookConfiguration" in d for d in described(plan)), plan["lines"]
+        assert plan["needs_local_kueue"] is False
         assert any(k["reason"] == "part of Kueue's installation; never deleted on an existing cluster"
                    for k in plan["keep"])
     assert teardown.calls_local_kueue({"webhooks": []}, target["local_webhook"]) is False

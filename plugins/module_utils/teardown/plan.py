@@ -338,14 +338,18 @@ def teardown_plan(results, target, confirm="", uninstall_releases=False):
 
     Returns ``confirmed`` (may anything be removed), ``flag`` (the exact confirmation flag), ``delete`` (object
     references in deletion order), ``strip`` (Namespaces that stay, whose fairgpu fields go), ``uninstall``
-    (releases), ``keep`` (``{"what", "reason"}``), ``lines`` (the listing a person reads) and ``message``."""
+    (releases), ``keep`` (``{"what", "reason"}``), ``lines`` (the listing a person reads), ``message`` and
+    ``needs_local_kueue``: whether the removal needs fairgpu's local Kueue process up (an existing cluster whose
+    webhooks call it). Kueue removes the finalizer ``kueue.x-k8s.io/resource-in-use`` of the ClusterQueues and
+    Workloads it is asked to delete, and while it is down its webhooks (``failurePolicy: Fail``) refuse every
+    change to its objects, so without it the deletions would wait out their timeout and stop half-way."""
     host = str(target.get("host") or "")
     provider = target.get("provider") or "kwok"
     name = target.get("name") or host
     flag = "-e %s=%s" % (CONFIRM_FLAG, host)
     confirmed = provider == "kwok" or host in confirmed_hosts(confirm)
     plan = {"host": host, "provider": provider, "flag": flag, "confirmed": confirmed, "delete": [], "strip": [],
-            "uninstall": [], "keep": [], "lines": [], "message": ""}
+            "uninstall": [], "keep": [], "lines": [], "message": "", "needs_local_kueue": False}
     lines = plan["lines"]
     if provider == "kwok":
         lines.append("%s: the embedded cluster %s and everything in it goes: its processes (etcd, kube-apiserver, "
@@ -360,6 +364,7 @@ def teardown_plan(results, target, confirm="", uninstall_releases=False):
         total = "the kind cluster %s" % name
     else:
         _plan_existing(plan, results, uninstall_releases, str(target.get("local_webhook") or ""))
+        plan["needs_local_kueue"] = any((ref["apiVersion"], ref["kind"]) in KEPT_KINDS for ref in plan["delete"])
         lines.insert(0, "%s: existing cluster (%s). The cluster itself stays; fairgpu removes only what it "
                         "created." % (host, _where(target)))
         total = "fairgpu's objects (%d deletions%s)" % (
