@@ -127,8 +127,10 @@ replay-advise: setup toolchain
 # make test runs the default scenario; the mig scenario's playbooks and checks (site.yml and validate.yml on path
 # mig, a second run changing nothing) run in make test on the integration cluster (test_80_mig.py), so its own
 # cluster (about 6 min) is make molecule-mig (README: Molecule).
+# The default scenario verifies with the validation scenarios tests/integration does not run (baseline and
+# flood_reverse: FAIRGPU_MOLECULE_SCENARIOS, extensions/molecule/default/vars.yml); molecule test alone runs all four.
 molecule: setup toolchain
-	$(BIN)/molecule test -s default
+	FAIRGPU_MOLECULE_SCENARIOS=baseline,flood_reverse $(BIN)/molecule test -s default
 
 molecule-mig: setup toolchain
 	$(BIN)/molecule test -s mig
