@@ -8,21 +8,14 @@ import stat
 import sys
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.fairgpu.tenancy.plugins.modules import nvidia_smi_mig_info as module
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import QUERY_GPU
+from module_main import run_main
 from test_nvidia_smi import fixture
 
 OUTPUTS = {"-L": fixture("L-h100-pcie-3g-3x1g.txt"), "mig -lgi": fixture("mig-lgi-h100-pcie-3g-3x1g.txt")}
-
-
-def run(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -35,7 +28,7 @@ def no_kubernetes(monkeypatch):
 
 
 def test_given_outputs_without_kubernetes(capsys, no_kubernetes):
-    result = run({"outputs": OUTPUTS}, capsys)
+    result = run_main(module, {"outputs": OUTPUTS}, capsys)
     assert not result.get("failed"), result
     assert result["profile_counts"] == {"3g.40gb": 1, "1g.10gb": 3}
     assert result["resources"]["mixed"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-3g.40gb": 1,
@@ -49,7 +42,7 @@ def test_given_a_real_nodes_outputs_with_the_full_table(capsys, no_kubernetes):
 
     expected = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
                                                        "mig-devices": {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1}}]}}
-    result = run({"outputs": A100_580, "expected_config": expected, "expected_name": "x"}, capsys)
+    result = run_main(module, {"outputs": A100_580, "expected_config": expected, "expected_name": "x"}, capsys)
     assert not result.get("failed"), result
     assert result["table"]["driver_version"] == "580.126.09" and len(result["table"]["mig_devices"]) == 4
     assert result["profiles_source"] == "node report" and result["matches"] is False
@@ -77,7 +70,7 @@ def test_running_nvidia_smi_on_path_without_kubernetes(tmp_path, capsys, monkeyp
                                           "0, NVIDIA H100 PCIe, GPU-00000001-0000-4000-8000-000000000001, Enabled, "
                                           "Enabled, 81559 MiB\n"})
     monkeypatch.setenv("PATH", stand_in(tmp_path, outputs) + os.pathsep + os.environ["PATH"])
-    result = run({}, capsys)
+    result = run_main(module, {}, capsys)
     assert not result.get("failed"), result
     assert result["mig_enabled"] == [True]
     assert result["profiles_source"] == "node report"
@@ -90,7 +83,7 @@ def test_running_nvidia_smi_on_a_gpu_without_mig(tmp_path, capsys, monkeypatch):
                "mig -lgi": "No MIG-enabled devices found.\n", "mig -lci": "No MIG-enabled devices found.\n"}
     monkeypatch.setenv("PATH", stand_in(tmp_path, outputs, fail=("mig -lgi", "mig -lci")) + os.pathsep
                        + os.environ["PATH"])
-    result = run({}, capsys)
+    result = run_main(module, {}, capsys)
     assert not result.get("failed"), result
     assert result["product"] == "NVIDIA-L4" and result["layout"] == [None]
     assert result["resources"]["mixed"] == {"nvidia.com/gpu": 1}
@@ -98,12 +91,12 @@ def test_running_nvidia_smi_on_a_gpu_without_mig(tmp_path, capsys, monkeypatch):
 
 def test_running_nvidia_smi_that_fails(tmp_path, capsys):
     bin_dir = stand_in(tmp_path, {}, fail=("-L",))
-    result = run({"nvidia_smi": os.path.join(bin_dir, "nvidia-smi")}, capsys)
+    result = run_main(module, {"nvidia_smi": os.path.join(bin_dir, "nvidia-smi")}, capsys)
     assert result["failed"] and "-L failed (rc 6)" in result["msg"]
 
 
 def test_missing_nvidia_smi(tmp_path, capsys):
-    result = run({"nvidia_smi": str(tmp_path / "absent")}, capsys)
+    result = run_main(module, {"nvidia_smi": str(tmp_path / "absent")}, capsys)
     assert result["failed"]
 
 
@@ -128,16 +121,16 @@ def test_simulated_node(capsys, monkeypatch):
 
     node = {"metadata": {"name": "gpu-node-0", "annotations": {NVIDIA_SMI_ANNOTATION: json.dumps(OUTPUTS)}}}
     monkeypatch.setattr(client, "get_api_client", lambda module: FakeClient(node))
-    result = run({"node": "gpu-node-0"}, capsys)
+    result = run_main(module, {"node": "gpu-node-0"}, capsys)
     assert not result.get("failed"), result
     assert result["outputs"] == OUTPUTS and result["profile_counts"] == {"3g.40gb": 1, "1g.10gb": 3}
 
 
 def test_simulated_node_needs_kubernetes(capsys, no_kubernetes):
-    result = run({"node": "gpu-node-0"}, capsys)
+    result = run_main(module, {"node": "gpu-node-0"}, capsys)
     assert result["failed"] and "kubernetes" in result["msg"]
 
 
 def test_unreadable_outputs_name_the_format(capsys):
-    result = run({"outputs": {"-L": "+----+\n| NVIDIA-SMI 550.40.07 |\n"}}, capsys)
+    result = run_main(module, {"outputs": {"-L": "+----+\n| NVIDIA-SMI 550.40.07 |\n"}}, capsys)
     assert result["failed"] and "nvidia-smi -L" in result["msg"]

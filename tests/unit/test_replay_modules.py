@@ -6,23 +6,14 @@ import csv
 import json
 import os
 
-import pytest
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.fairgpu.tenancy.plugins.modules import replay_plan, replay_report
+from module_main import run_main
 from test_replay_report import JOBS, WORKLOADS, event, UID_A
 
 COLUMNS = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
            "creation_time", "deletion_time", "scheduled_time"]
 QUEUES = {"tenant-0": {"namespace": "tenant-0", "queue": "tenant-0-queue"},
           "tenant-1": {"namespace": "tenant-1", "queue": "tenant-1-queue"}}
-
-
-def run(module, args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    return json.loads(capsys.readouterr().out)
 
 
 def trace(tmp_path):
@@ -37,9 +28,9 @@ def trace(tmp_path):
 
 
 def test_replay_plan_reads_the_trace_and_plans_jobs(tmp_path, capsys):
-    result = run(replay_plan, {"path": trace(tmp_path), "queues": QUEUES, "capacity": 8, "largest": 8,
-                               "tenants": 2, "window_seconds": 7200, "compression": 60, "floor": 30,
-                               "load_factor": 1.0, "prefix": "t"}, capsys)
+    result = run_main(replay_plan, {"path": trace(tmp_path), "queues": QUEUES, "capacity": 8, "largest": 8,
+                                    "tenants": 2, "window_seconds": 7200, "compression": 60, "floor": 30,
+                                    "load_factor": 1.0, "prefix": "t"}, capsys)
     assert not result.get("failed"), result
     assert not result["changed"] and result["window"]["tasks"] == len(result["jobs"]) > 0
     assert set(j["tenant"] for j in result["jobs"]) <= set(QUEUES)
@@ -47,9 +38,9 @@ def test_replay_plan_reads_the_trace_and_plans_jobs(tmp_path, capsys):
 
 
 def test_replay_plan_names_the_setting_when_the_trace_is_missing(tmp_path, capsys):
-    result = run(replay_plan, {"path": str(tmp_path / "none.csv"), "queues": QUEUES, "capacity": 8, "largest": 8,
-                               "tenants": 2, "window_seconds": 7200, "compression": 60, "floor": 30,
-                               "load_factor": 1.0}, capsys)
+    result = run_main(replay_plan, {"path": str(tmp_path / "none.csv"), "queues": QUEUES, "capacity": 8,
+                                    "largest": 8, "tenants": 2, "window_seconds": 7200, "compression": 60,
+                                    "floor": 30, "load_factor": 1.0}, capsys)
     assert result["failed"] and result["msg"].startswith("replay_trace_dir: cannot read")
 
 
@@ -66,7 +57,7 @@ def report_args(path):
 
 
 def test_replay_report_writes_the_report_and_its_plots(tmp_path, capsys):
-    result = run(replay_report, report_args(str(tmp_path)), capsys)
+    result = run_main(replay_report, report_args(str(tmp_path)), capsys)
     assert not result.get("failed"), result
     assert result["passed"] and result["changed"]
     assert sorted(os.listdir(tmp_path)) == ["replay.json", "replay.md", "shares.png", "waits.png"]
@@ -78,6 +69,6 @@ def test_replay_report_writes_the_report_and_its_plots(tmp_path, capsys):
 
 
 def test_replay_report_in_check_mode_writes_nothing(tmp_path, capsys):
-    result = run(replay_report, dict(report_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
+    result = run_main(replay_report, dict(report_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
     assert not result["changed"] and not os.path.exists(tmp_path / "out")
     assert result["plot"] is None and result["waits_plot"] is None

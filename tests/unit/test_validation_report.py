@@ -4,12 +4,10 @@ point as Ansible calls it."""
 import json
 import os
 
-import pytest
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.fairgpu.tenancy.plugins.modules import validation_report
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import held_series, report_document, report_markdown
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import flood_result, load_jobs
+from module_main import run_main
 
 A = {"name": "team-a", "namespaces": ["team-a"], "gpu_resource": "nvidia.com/gpu", "gpus": 8, "borrowing_limit": 8,
      "lending_limit": 8, "max_gpus": 16, "weight": 1}
@@ -137,15 +135,8 @@ def module_args(path, **extra):
     return dict({"path": path, "cluster": "embedded", "tenants": [A, B], "scenarios": [scenario()]}, **extra)
 
 
-def run_module(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            validation_report.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def test_the_module_writes_the_report_and_a_plot_per_scenario_with_a_timeline(tmp_path, capsys):
-    result = run_module(module_args(str(tmp_path)), capsys)
+    result = run_main(validation_report, module_args(str(tmp_path)), capsys)
     assert not result.get("failed"), result
     assert result["changed"] and result["passed"] and result["failed_checks"] == []
     assert sorted(os.listdir(tmp_path)) == ["flood.png", "report.json", "report.md"]
@@ -158,5 +149,5 @@ def test_the_module_writes_the_report_and_a_plot_per_scenario_with_a_timeline(tm
 
 
 def test_the_module_in_check_mode_writes_nothing(tmp_path, capsys):
-    result = run_module(dict(module_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
+    result = run_main(validation_report, dict(module_args(str(tmp_path / "out")), _ansible_check_mode=True), capsys)
     assert not result["changed"] and result["images"] == {} and not os.path.exists(tmp_path / "out")
