@@ -13,6 +13,7 @@ import os
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import pool_gpu_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan
+from plan_objects import COUNTED, gpu_quotas
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 with open(os.path.join(FIXTURES, "h100-mixed-all-balanced.json")) as _handle:
@@ -25,7 +26,7 @@ POOL = {"name": "gpu", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_
 
 
 def quotas(plan):
-    return {o["metadata"]["namespace"]: o["spec"]["hard"] for o in plan["objects"] if o["kind"] == "ResourceQuota"}
+    return {o["metadata"]["namespace"]: o["spec"]["hard"] for o in gpu_quotas(plan["objects"])}
 
 
 def test_whole_gpus_and_mig_devices_of_one_node_each_go_to_a_tenant_and_are_closed_to_the_other():
@@ -55,10 +56,10 @@ def test_a_resource_no_tenant_is_given_is_closed_to_all_of_them():
                                        "nvidia.com/mig-3g.40gb": MIXED_LABELS["nvidia.com/mig-3g.40gb.count"]}}}
     plan = tenant_plan([{"name": "team-a", "gpus": 2, "gpu_resource": "nvidia.com/mig-1g.10gb"}], [node])
     assert plan["errors"] == []
-    assert quotas(plan)["team-a"] == {
+    assert quotas(plan)["team-a"] == dict(COUNTED, **{
         "count/jobs.batch": "100", "pods": "100", "requests.nvidia.com/gpu": "0",
         "requests.nvidia.com/mig-1g.10gb": "2", "requests.nvidia.com/mig-2g.20gb": "0",
-        "requests.nvidia.com/mig-3g.40gb": "0"}
+        "requests.nvidia.com/mig-3g.40gb": "0"})
     closed = [a["resource"] for a in plan["accelerators"] if not a["allotted_to"]]
     assert closed == ["nvidia.com/gpu", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"]
 
@@ -68,4 +69,5 @@ def test_an_explicit_resource_quota_entry_wins_and_one_resource_clusters_are_unc
     tenants = [{"name": "whole", "gpus": 8, "resource_quota": {"requests.nvidia.com/mig-2g.20gb": "2"}}]
     assert quotas(tenant_plan(tenants, nodes))["whole"]["requests.nvidia.com/mig-2g.20gb"] == "2"
     plain = tenant_plan([{"name": "team-a", "gpus": 8}], pool_gpu_nodes([POOL]))
-    assert quotas(plain)["team-a"] == {"count/jobs.batch": "100", "pods": "200", "requests.nvidia.com/gpu": "16"}
+    assert quotas(plain)["team-a"] == dict(COUNTED, **{"count/jobs.batch": "100", "pods": "200",
+                                                       "requests.nvidia.com/gpu": "16"})

@@ -18,6 +18,7 @@ import os
 import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan
+from plan_objects import by_kind, gpu_quotas
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 with open(os.path.join(FIXTURES, "h100-single-all-disabled.json")) as _handle:
@@ -39,10 +40,6 @@ TEAMS = [
                                     A100: {"gpus": 4, "borrowing_limit": 4}}},
     {"name": "team-b", "products": {A100: {"gpus": 4}, H100: {"gpus": 8, "lending_limit": 4}}},
 ]
-
-
-def by_kind(objects, kind):
-    return [o for o in objects if o["kind"] == kind]
 
 
 def queues(plan):
@@ -81,7 +78,7 @@ def test_cpu_memory_and_pods_are_split_in_proportion_and_add_up():
     pods = [int(f["resources"][3]["nominalQuota"]) for f in flavors]
     assert sum(pods) == tenant["pods"] and pods[0] == 2 * pods[1]
     # The namespace quota is the tenant's total over its products.
-    quota = by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]
+    quota = gpu_quotas(plan["objects"])[0]["spec"]["hard"]
     assert quota["requests.nvidia.com/gpu"] == "24"  # 12 + borrowing 8 + 4
 
 

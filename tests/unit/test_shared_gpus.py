@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import node_pool_errors, pool_gpu_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan
+from plan_objects import gpu_quotas
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 with open(os.path.join(FIXTURES, "h100-single-all-disabled.json")) as _handle:
@@ -70,7 +71,7 @@ def test_limits_and_maximum_are_physical_too():
                         {"name": "b", "gpus": 2}], [node("ts-0")])
     assert gpu_quota(plan, "a") == {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "8",
                                     "lendingLimit": "4"}
-    quota = next(o for o in by_kind(plan, "ResourceQuota") if o["metadata"]["namespace"] == "a")["spec"]["hard"]
+    quota = next(o for o in gpu_quotas(plan["objects"]) if o["metadata"]["namespace"] == "a")["spec"]["hard"]
     assert quota["requests.nvidia.com/gpu"] == "16"
 
 

@@ -3,10 +3,12 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import ADMISSION_POLICIES
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_name
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import cluster_capacity, tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import tenant_errors
+from plan_objects import COUNTED, by_kind, gpu_quotas
 
 
 def node(name, gpus=8, product="NVIDIA-H100-80GB-HBM3", cpu="96", memory="1Ti"):
@@ -21,10 +23,6 @@ TEAMS = [
 ]
 
 
-def by_kind(objects, kind):
-    return [o for o in objects if o["kind"] == kind]
-
-
 def test_capacity_sums_gpu_nodes_only():
     cap = cluster_capacity(NODES + [{"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8"}}}])
     assert cap["resources"] == {"nvidia.com/gpu": 16}
@@ -37,7 +35,7 @@ def test_default_inventory_builds_the_task_objects():
     assert plan["errors"] == []
     objects = plan["objects"]
     kinds = [o["kind"] for o in objects]
-    assert kinds[:6] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2 + ["Cohort", "ResourceFlavor"]
+    assert kinds[:14] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 6 + ["Cohort", "ResourceFlavor"]
     assert all(o["apiVersion"] == "kueue.x-k8s.io/v1beta2" for o in objects if "kueue" in o["apiVersion"])
     flavor = by_kind(objects, "ResourceFlavor")[0]
     assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -56,9 +54,16 @@ def test_default_inventory_builds_the_task_objects():
     limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"]
     assert limits[0]["max"] == {"nvidia.com/gpu": "8"} and limits[1] == {"type": "Pod", "max": {"nvidia.com/gpu": "8"}}
     assert limits[0]["default"]["nvidia.com/gpu"] == limits[0]["defaultRequest"]["nvidia.com/gpu"] == "0"
-    quotas = by_kind(objects, "ResourceQuota")
+    # A limit at most 4 (CPU) and 2 (memory) times its request: Kueue counts requests, a node gives limits.
+    assert limits[0]["maxLimitRequestRatio"] == {"cpu": "4", "memory": "2"}
+    quotas = gpu_quotas(objects)
     assert [q["spec"]["hard"] for q in quotas] == [
-        {"requests.nvidia.com/gpu": "16", "pods": "200", "count/jobs.batch": "100"}] * 2
+        dict(COUNTED, **{"requests.nvidia.com/gpu": "16", "pods": "200", "count/jobs.batch": "100"})] * 2
+    # No pod of a tenant namespace may use the system PriorityClasses (kube-scheduler preempts for them).
+    priority = [o for o in by_kind(objects, "ResourceQuota") if o["metadata"]["name"] == "fairgpu-denied-priority"]
+    assert [q["spec"] for q in priority] == [{"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In",
+         "values": ["system-node-critical", "system-cluster-critical"]}]}}] * 2
     namespace = by_kind(objects, "Namespace")[0]["metadata"]["labels"]
     assert {k: v for k, v in namespace.items() if k.startswith("pod-security")} == {
         "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
@@ -219,9 +224,10 @@ def test_bad_priority_classes(classes, tenant, message):
 
 def test_resource_quota_entries_join_the_gpu_maximum():
     plan = tenant_plan([dict(TEAMS[0], resource_quota={"requests.cpu": "64"}, max_jobs=50), TEAMS[1]], NODES)
-    hard = [q["spec"]["hard"] for q in by_kind(plan["objects"], "ResourceQuota")]
-    assert hard == [{"count/jobs.batch": "50", "pods": "200", "requests.cpu": "64", "requests.nvidia.com/gpu": "16"},
-                    {"count/jobs.batch": "100", "pods": "200", "requests.nvidia.com/gpu": "16"}]
+    hard = [q["spec"]["hard"] for q in gpu_quotas(plan["objects"])]
+    assert hard == [dict(COUNTED, **{"count/jobs.batch": "50", "pods": "200", "requests.cpu": "64",
+                                     "requests.nvidia.com/gpu": "16"}),
+                    dict(COUNTED, **{"count/jobs.batch": "100", "pods": "200", "requests.nvidia.com/gpu": "16"})]
 
 
 @pytest.mark.parametrize("hard, message", [
@@ -263,9 +269,9 @@ def test_admission_policies_cover_tenant_namespaces():
     objects = tenant_plan(TEAMS, NODES)["objects"]
     policies = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ValidatingAdmissionPolicy")}
     bindings = by_kind(objects, "ValidatingAdmissionPolicyBinding")
-    assert sorted(policies) == ["fairgpu-tenant-gpu-pods", "fairgpu-tenant-jobs"]
+    assert list(policies) == list(ADMISSION_POLICIES)
     assert all(p["failurePolicy"] == "Fail" for p in policies.values())
-    assert [b["spec"]["policyName"] for b in bindings] == ["fairgpu-tenant-gpu-pods", "fairgpu-tenant-jobs"]
+    assert [b["spec"]["policyName"] for b in bindings] == list(ADMISSION_POLICIES)
     assert all(b["spec"]["validationActions"] == ["Deny"] and b["spec"]["matchResources"]["namespaceSelector"] ==
                {"matchExpressions": [{"key": "fairgpu.io/tenant", "operator": "Exists"}]} for b in bindings)
 
@@ -291,7 +297,7 @@ def test_explicit_pods_and_jobs_reach_the_objects():
     assert plan["errors"] == []
     team_a = plan["tenants"][0]
     assert (team_a["pods"], team_a["max_pods"], team_a["max_jobs"], team_a["max_gpus_per_pod"]) == (40, 60, 30, 8)
-    hard = by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]
+    hard = gpu_quotas(plan["objects"])[0]["spec"]["hard"]
     assert (hard["pods"], hard["count/jobs.batch"]) == ("60", "30")
 
 
@@ -312,6 +318,14 @@ def test_a_tenant_without_guarantee_borrows_pod_slots_too():
     ({"termination_grace_max_seconds": 10 ** 20}, "termination_grace_max_seconds: must be a whole number from 30"),
     ({"maxJobs": 3}, "tenants_isolation.maxJobs: unknown key"),
     ("baseline", "tenants_isolation: give a mapping"),
+    # A ratio below 1 would refuse every container: a limit is never below its request.
+    ({"cpu_limit_request_ratio": 0}, "tenants_isolation.cpu_limit_request_ratio: must be a whole number from 1 to 1000"),
+    ({"memory_limit_request_ratio": 1.5}, "tenants_isolation.memory_limit_request_ratio: must be a whole number"),
+    ({"max_object_kib": 4096}, "tenants_isolation.max_object_kib: must be a whole number from 16 to 1024"),
+    ({"max_objects": 0}, "tenants_isolation.max_objects: must be a whole number from 1"),
+    ({"scheduler_names": []}, "tenants_isolation.scheduler_names: give a list of at least one names"),
+    ({"scheduler_names": "default-scheduler"}, "tenants_isolation.scheduler_names: give a list"),
+    ({"denied_pod_priority_classes": ["System Critical"]}, "tenants_isolation.denied_pod_priority_classes: give a list"),
 ])
 def test_isolation_policy_is_checked_before_anything(isolation, message):
     plan = tenant_plan(TEAMS, NODES, isolation=isolation)
@@ -323,7 +337,7 @@ def test_isolation_policy_reaches_the_namespaces_and_the_job_policy():
                                                 "termination_grace_max_seconds": 90, "pods_reserved_per_node": 0})
     labels = by_kind(plan["objects"], "Namespace")[0]["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]["count/jobs.batch"] == "7"
+    assert gpu_quotas(plan["objects"])[0]["spec"]["hard"]["count/jobs.batch"] == "7"
     assert plan["tenants"][0]["pods"] == 110
     jobs = next(o for o in by_kind(plan["objects"], "ValidatingAdmissionPolicy")
                 if o["metadata"]["name"] == "fairgpu-tenant-jobs")
@@ -334,6 +348,31 @@ def test_isolation_policy_reaches_the_namespaces_and_the_job_policy():
         assert field in expressions, field
     # Every added capability the baseline profile does not allow is refused; SYS_ADMIN is not among them.
     assert "'SYS_ADMIN'" not in expressions and "'NET_BIND_SERVICE'" in expressions
+    # Enforcing restricted, the Job policy also refuses what restricted refuses in the pods.
+    for field in ("allowPrivilegeEscalation", "runAsNonRoot", "runAsUser", "'ALL' in", "has(v.persistentVolumeClaim)"):
+        assert field in expressions, field
+    baseline = next(o for o in by_kind(tenant_plan(TEAMS, NODES)["objects"], "ValidatingAdmissionPolicy")
+                    if o["metadata"]["name"] == "fairgpu-tenant-jobs")
+    assert "allowPrivilegeEscalation" not in " ".join(v["expression"] for v in baseline["spec"]["validations"])
+
+
+def test_isolation_policy_reaches_the_limit_range_quotas_and_policies():
+    plan = tenant_plan(TEAMS, NODES, isolation={"cpu_limit_request_ratio": 8, "memory_limit_request_ratio": 1,
+                                                "max_object_kib": 64, "max_objects": 20,
+                                                "scheduler_names": ["default-scheduler", "volcano"],
+                                                "denied_pod_priority_classes": []})
+    objects = plan["objects"]
+    assert by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]["maxLimitRequestRatio"] == {"cpu": "8", "memory": "1"}
+    assert all(gpu_quotas(objects)[0]["spec"]["hard"][key] == "20"
+               for key in ("count/configmaps", "count/secrets", "services", "persistentvolumeclaims"))
+    # An empty list of denied classes: no PriorityClass quota at all (a quota scoped to nothing is invalid).
+    assert [q["metadata"]["name"] for q in by_kind(objects, "ResourceQuota")] == ["fairgpu-gpu-quota"] * 2
+    policies = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ValidatingAdmissionPolicy")}
+    jobs = " ".join(v["expression"] for v in policies["fairgpu-tenant-jobs"]["validations"])
+    assert "<= 8.0 *" in jobs and "<= 1.0 *" in jobs and "<= 65536" in jobs and "['default-scheduler', 'volcano']" in jobs
+    assert "<= 65536" in policies["fairgpu-tenant-object-size"]["validations"][0]["expression"]
+    # The defaults a container gets from the LimitRange are what the Job policy assumes for an unset limit.
+    assert "quantity('1')" in jobs and "quantity('4Gi')" in jobs
 
 
 @pytest.mark.parametrize("pools_pods, tenants, message", [
@@ -355,7 +394,7 @@ def test_pod_slots_are_checked_with_the_defaults(pools_pods, tenants, message):
 
 def test_large_counts_reach_the_objects_in_canonical_form():
     plan = tenant_plan([dict(TEAMS[0], max_jobs=2000), TEAMS[1]], NODES)
-    assert by_kind(plan["objects"], "ResourceQuota")[0]["spec"]["hard"]["count/jobs.batch"] == "2k"
+    assert gpu_quotas(plan["objects"])[0]["spec"]["hard"]["count/jobs.batch"] == "2k"
 
 
 def test_fractional_weights_and_large_quantities_reach_every_object_in_canonical_form():
@@ -370,10 +409,10 @@ def test_fractional_weights_and_large_quantities_reach_every_object_in_canonical
     assert cq["team-a"]["fairSharing"] == {"weight": "500m"} and cq["team-b"]["fairSharing"] == {"weight": "1500m"}
     resources = {r["name"]: r["nominalQuota"] for r in cq["team-a"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert resources["cpu"] == "95500m" and resources["memory"] == "512Gi"
-    hard = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in by_kind(objects, "ResourceQuota")}
-    assert hard["team-a"] == {"requests.nvidia.com/gpu": "16", "pods": "1k", "count/jobs.batch": "1500",
-                              "requests.cpu": "500m", "limits.memory": "1Gi", "requests.storage": "1e3",
-                              "limits.cpu": "1m"}  # a ResourceQuota is rounded up to milli units
+    hard = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in gpu_quotas(objects)}
+    assert hard["team-a"] == dict(COUNTED, **{"requests.nvidia.com/gpu": "16", "pods": "1k", "count/jobs.batch": "1500",
+                                              "requests.cpu": "500m", "limits.memory": "1Gi", "requests.storage": "1e3",
+                                              "limits.cpu": "1m"})  # a ResourceQuota is rounded up to milli units
     assert hard["team-b"]["count/jobs.batch"] == "1k"
     limits = by_kind(objects, "LimitRange")[0]["spec"]["limits"][0]
     assert limits["defaultRequest"] == limits["default"] == {"cpu": "250m", "memory": "4Gi", "nvidia.com/gpu": "0"}

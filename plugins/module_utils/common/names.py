@@ -73,7 +73,17 @@ LIMIT_RANGE = "fairgpu-defaults"
 TENANT_ROLE = "fairgpu-tenant"
 # The ValidatingAdmissionPolicies (and their bindings) on every namespace labelled TENANT_LABEL.
 GPU_POD_POLICY = "fairgpu-tenant-gpu-pods"
+POD_CREATOR_POLICY = "fairgpu-tenant-pods"
+WORKLOAD_KINDS_POLICY = "fairgpu-tenant-workloads"
 JOB_POLICY = "fairgpu-tenant-jobs"
+DELETION_POLICY = "fairgpu-tenant-job-deletions"
+OBJECT_SIZE_POLICY = "fairgpu-tenant-object-size"
+# Every policy above (kueue/admission.py), each with a binding of the same name.
+ADMISSION_POLICIES = (GPU_POD_POLICY, POD_CREATOR_POLICY, WORKLOAD_KINDS_POLICY, JOB_POLICY, DELETION_POLICY,
+                      OBJECT_SIZE_POLICY)
+# The ResourceQuota that holds pods of the PriorityClasses tenants may not use at 0 (tenants_isolation
+# denied_pod_priority_classes).
+PRIORITY_QUOTA = "fairgpu-denied-priority"
 # A tenant's LocalQueue is <tenant><suffix> (role variable tenants_local_queue_suffix).
 LOCAL_QUEUE_SUFFIX = "-queue"
 # Job name prefixes: the validation's load Jobs, and the isolation probe's objects.

@@ -21,26 +21,20 @@ from decimal import Decimal
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.products import split
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
-    ADMISSION_API,
-    GPU_POD_POLICY,
     GPU_PRODUCT_LABEL,
     GPU_REPLICAS_LABEL,
-    GPU_RESOURCE,
-    GPU_SHARED_RESOURCE,
-    JOB_POLICY,
     KUEUE_API,
     LIMIT_RANGE,
     LOCAL_QUEUE_SUFFIX,
     MANAGED_BY,
-    MIG_RESOURCE_PREFIX,
-    PRIORITY_CLASS_LABEL,
     PRIORITY_CLASSES_ANNOTATION,
-    QUEUE_LABEL,
+    PRIORITY_QUOTA,
     RBAC_API,
     RESOURCE_QUOTA,
     TENANT_LABEL,
     TENANT_ROLE,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import admission
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.taints import MAX_FLAVOR_TAINTS, tolerations_for
 
 MIB = 1024 * 1024
@@ -50,19 +44,30 @@ DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 # Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/"
 POD_SECURITY_LEVELS = ("baseline", "restricted")
-# The tenant namespaces' policy beyond quotas (role variable tenants_isolation):
+# The tenant namespaces' policy beyond quotas (role variable tenants_isolation; README "A tenant that tries to cheat"):
 # - pod_security_enforce / pod_security_warn: Pod Security levels of the namespaces. enforce applies to pods
-#   only (a violating Job is accepted, its pods then fail to be created); warn also answers on Jobs' templates.
+#   only, so the Job policy refuses at creation what the enforced level would refuse in the Job's pods; warn also
+#   answers on Jobs' templates.
 # - max_jobs: default ResourceQuota count/jobs.batch of a namespace (the tenant field max_jobs overrides it).
 # - pods_reserved_per_node: pod slots of each GPU node left out of the tenants' pods quotas (the node's daemons).
 # - termination_grace_max_seconds: the most terminationGracePeriodSeconds a tenant Job may ask for; a preempted
 #   pod keeps its GPUs until it is gone, so this bounds how long a reclaimed guarantee waits for them.
+# - cpu_limit_request_ratio / memory_limit_request_ratio: the LimitRange's maxLimitRequestRatio (a limit at most
+#   that many times its request): Kueue and the scheduler count requests, a node gives up to the limits.
+# - max_object_kib: the most KiB a tenant Job carries in labels, annotations, commands, arguments and environment
+#   values, and a ConfigMap or Secret in data.
+# - max_objects: ResourceQuota count of ConfigMaps, Secrets, Services and PersistentVolumeClaims per namespace.
+# - scheduler_names: the schedulers tenant Jobs may name (schedulerName).
+# - denied_pod_priority_classes: PriorityClasses no pod of a tenant namespace may use (a ResourceQuota scoped to
+#   them holds pods at 0).
 DEFAULT_ISOLATION = {"pod_security_enforce": "baseline", "pod_security_warn": "restricted", "max_jobs": 100,
-                     "pods_reserved_per_node": 10, "termination_grace_max_seconds": 30}
-# Capabilities the Pod Security baseline profile allows a container to add ("Capabilities" control of
-# https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline).
-BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
+                     "pods_reserved_per_node": 10, "termination_grace_max_seconds": 30, "cpu_limit_request_ratio": 4,
+                     "memory_limit_request_ratio": 2, "max_object_kib": 256, "max_objects": 100,
+                     "scheduler_names": ["default-scheduler"],
+                     "denied_pod_priority_classes": ["system-node-critical", "system-cluster-critical"]}
+# The object counts max_objects bounds (ResourceQuota keys): what the built-in edit role lets a tenant create
+# besides Jobs and pods, that holds data or node resources.
+COUNTED_OBJECTS = ("count/configmaps", "count/secrets", "services", "persistentvolumeclaims")
 
 
 def isolation_errors(isolation):
@@ -81,11 +86,20 @@ def isolation_errors(isolation):
                           "open the host and its devices to tenants)" % (where, key, isolation[key]))
     # The grace bound starts at Kubernetes' default: the API server writes terminationGracePeriodSeconds: 30 into
     # every pod template that sets none (pkg/apis/core/v1/defaults.go), so a lower bound would refuse most Jobs.
+    # A limit-to-request ratio below 1 would refuse every container (a limit is never below its request).
     for key, low, high in (("max_jobs", 1, 10 ** 6), ("pods_reserved_per_node", 0, 10 ** 4),
-                           ("termination_grace_max_seconds", 30, 86400)):
+                           ("termination_grace_max_seconds", 30, 86400), ("cpu_limit_request_ratio", 1, 1000),
+                           ("memory_limit_request_ratio", 1, 1000), ("max_object_kib", 16, 1024),
+                           ("max_objects", 1, 10 ** 6)):
         value = isolation.get(key, low)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             errors.append("%s.%s: must be a whole number from %d to %d, got %r" % (where, key, low, high, value))
+    for key, empty in (("scheduler_names", False), ("denied_pod_priority_classes", True)):
+        value = isolation.get(key, DEFAULT_ISOLATION[key])
+        if not isinstance(value, list) or not all(isinstance(v, str) and re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", v)
+                                                  for v in value) or (not value and not empty):
+            errors.append("%s.%s: give a list of %snames (lower case, digits, '-', '.'), got %r"
+                          % (where, key, "" if empty else "at least one ", value))
     return errors
 
 
@@ -334,6 +348,7 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
     hard = {"requests." + resource: 0 for resource in closed}
+    hard.update((key, isolation["max_objects"]) for key in COUNTED_OBJECTS)
     hard.update(tenant["resource_quota"])
     hard["requests." + gpu] = tenant["max_gpus"]
     hard["pods"] = tenant["max_pods"]
@@ -370,7 +385,10 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
              "defaultRequest": dict(default_request),
              "default": dict(default_request),
              "max": dict(per_pod),
+             "maxLimitRequestRatio": {resource: _quantity(isolation["%s_limit_request_ratio" % resource], milli=True)
+                                      for resource in ("cpu", "memory")},
          }, {"type": "Pod", "max": dict(per_pod)}]}},
+    ] + priority_quota(namespace, labels, isolation["denied_pod_priority_classes"]) + [
         tenant_role(namespace, tenant),
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": TENANT_ROLE, "namespace": namespace, "labels": labels},
@@ -378,6 +396,20 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
                       for group in tenant["groups"]]},
     ]
+
+
+def priority_quota(namespace, labels, denied):
+    """The ResourceQuota that holds pods of the ``denied`` PriorityClasses at 0 in ``namespace`` (none when the list
+    is empty). kube-scheduler preempts lower-priority pods on a node for a higher one, whoever owns them, and since
+    Kubernetes 1.17 the system-node-critical and system-cluster-critical classes are usable in every namespace,
+    with a quota scoped to them as the documented limit ("Limit Priority Class consumption by default",
+    https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default)."""
+    if not denied:
+        return []
+    return [{"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"name": PRIORITY_QUOTA, "namespace": namespace, "labels": labels},
+             "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+                 {"scopeName": "PriorityClass", "operator": "In", "values": list(denied)}]}}}]
 
 
 def object_errors(objects):
@@ -393,165 +425,6 @@ def object_errors(objects):
                               "the tenant's namespaces by label" % (obj["metadata"]["name"], "null" if selector is None else selector,
                                                                     "no namespace" if selector is None else "every namespace"))
     return errors
-
-
-# A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
-# container an explicit 0).
-_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r == '%s' || r.startsWith('%s')) && "
-         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))"
-         % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX))
-
-
-# The pod template of a Job, and all its containers (init containers included: they run on the node too).
-_TEMPLATE = "object.spec.template.spec"
-_CONTAINERS = "(%s.containers + (has(%s.initContainers) ? %s.initContainers : []))" % ((_TEMPLATE,) * 3)
-
-
-def _template_rules(isolation):
-    """The validations of ``fairgpu-tenant-jobs`` on a Job's pod template, ``[(expression, message)]``.
-
-    Pod Security ``enforce`` applies to pods, not to Jobs (a violating Job is accepted, Kueue reserves its quota,
-    and only its pods fail later), so the routes to a node's devices and host are refused when the Job is
-    created. The first six are the Pod Security baseline controls that reach the host or its devices
-    (https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline: HostProcess aside, Host
-    Namespaces, Privileged Containers, Capabilities, HostPath Volumes, Host Ports); the others are not Pod
-    Security's: a runtime class picks the container runtime (the NVIDIA runtime hands devices to any container
-    that names them), ``NVIDIA_*`` variables ask the NVIDIA container runtime for devices, and a long grace period
-    keeps a preempted pod on its GPUs."""
-    capabilities = ", ".join("'%s'" % c for c in BASELINE_CAPABILITIES)
-    grace = isolation["termination_grace_max_seconds"]
-    return [
-        ("!(has(%(t)s.hostNetwork) && %(t)s.hostNetwork) && !(has(%(t)s.hostPID) && %(t)s.hostPID) && "
-         "!(has(%(t)s.hostIPC) && %(t)s.hostIPC)" % {"t": _TEMPLATE},
-         "tenant Jobs may not use the node's namespaces (hostNetwork, hostPID, hostIPC); remove them"),
-        ("!%s.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)"
-         % _CONTAINERS,
-         "tenant Jobs may not run privileged containers (securityContext.privileged), which see every device of "
-         "the node; remove it"),
-        ("!%s.exists(c, has(c.securityContext) && has(c.securityContext.capabilities) && "
-         "has(c.securityContext.capabilities.add) && c.securityContext.capabilities.add.exists(x, !(x in [%s])))"
-         % (_CONTAINERS, capabilities),
-         "tenant Jobs may add only the capabilities Pod Security baseline allows (%s); remove the others, such as "
-         "SYS_ADMIN" % ", ".join(BASELINE_CAPABILITIES)),
-        ("!has(%(t)s.volumes) || !%(t)s.volumes.exists(v, has(v.hostPath))" % {"t": _TEMPLATE},
-         "tenant Jobs may not mount hostPath volumes (such as /dev); use emptyDir, a ConfigMap or a "
-         "PersistentVolumeClaim"),
-        ("!%s.exists(c, has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0))" % _CONTAINERS,
-         "tenant Jobs may not use host ports; remove hostPort"),
-        ("!(has(%(t)s.securityContext) && has(%(t)s.securityContext.windowsOptions) && "
-         "has(%(t)s.securityContext.windowsOptions.hostProcess) && %(t)s.securityContext.windowsOptions.hostProcess)"
-         % {"t": _TEMPLATE},
-         "tenant Jobs may not run Windows host processes; remove windowsOptions.hostProcess"),
-        ("!has(%(t)s.runtimeClassName) || %(t)s.runtimeClassName == ''" % {"t": _TEMPLATE},
-         "tenant Jobs may not choose a runtime class (runtimeClassName): the platform's runtime decides which "
-         "devices a pod gets; remove it"),
-        ("!%s.exists(c, (has(c.env) && c.env.exists(e, e.name.startsWith('NVIDIA_'))) || "
-         "(has(c.envFrom) && c.envFrom.exists(e, has(e.prefix) && e.prefix.startsWith('NVIDIA_'))))" % _CONTAINERS,
-         "tenant Jobs may not set NVIDIA_* environment variables (NVIDIA_VISIBLE_DEVICES asks the NVIDIA runtime "
-         "for GPUs outside the pod's request); request nvidia.com/gpu instead"),
-        # The NVIDIA toolkit's NRI plugin (GPU Operator v26, cdi.nriPluginEnabled) injects the CDI devices a pod's
-        # annotations name (NVIDIA/nvidia-container-toolkit#1498); CRI runtimes read cdi.k8s.io/ annotations too.
-        ("!has(object.spec.template.metadata) || !has(object.spec.template.metadata.annotations) || "
-         "!object.spec.template.metadata.annotations.exists(k, k.startsWith('cdi.k8s.io/') || "
-         "k.startsWith('nvidia.cdi.k8s.io/'))",
-         "tenant Jobs may not name CDI devices in pod annotations (cdi.k8s.io/, nvidia.cdi.k8s.io/): they would reach "
-         "GPUs outside the pod's request; request nvidia.com/gpu instead"),
-        ("!has(%(t)s.terminationGracePeriodSeconds) || %(t)s.terminationGracePeriodSeconds <= %(g)d"
-         % {"t": _TEMPLATE, "g": grace},
-         "tenant Jobs may ask for at most %d s of terminationGracePeriodSeconds: a preempted pod keeps its GPUs "
-         "until it is gone; lower it" % grace),
-    ]
-
-
-def admission_policies(isolation=None):
-    """The ValidatingAdmissionPolicies (Kubernetes >= 1.30) that hold in every tenant namespace (label
-    ``fairgpu.io/tenant``), whoever asks, and their bindings:
-
-    - ``fairgpu-tenant-gpu-pods``: a Pod that requests or limits an accelerator must be controlled by a Job
-      (so Kueue admits it against the tenant's ClusterQueue). Pod priority is checked on the Job, not here: the
-      Priority admission plugin fills every pod's ``spec.priority`` before validation.
-    - ``fairgpu-tenant-jobs``: a Job may name only the WorkloadPriorityClasses of its namespace's
-      ``fairgpu.io/workload-priority-classes`` annotation, and its pods may not set a pod priority
-      (kube-scheduler would evict other tenants' pods for a higher one). A Job may not name a controller
-      owner (other than a CronJob): Kueue treats a Job whose controller is a Job it manages as that Job's child,
-      with no Workload of its own, running while the parent is admitted (jobframework reconciler,
-      ``shouldSuspendChildJob``, v0.19.2), and leaves same-namespace owner spoofing to the platform. And its pod
-      template may not reach the node's devices or host (``_template_rules``).
-
-    ``isolation``: the namespace policy (``isolation_policy``). They run inside the API server: no webhook, and
-    they hold while Kueue is down. Returns manifest dicts.
-    """
-    isolation = isolation_policy(isolation)
-    containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
-    gpu_pods = {
-        "variables": [{"name": "accelerators", "expression": containers + ".exists(c, has(c.resources) && ((%s) || (%s)))"
-                       % (_ASKS % {"f": "requests"}, _ASKS % {"f": "limits"})}],
-        "validations": [
-            {"expression": "!variables.accelerators || (has(object.metadata.ownerReferences) && "
-                           "object.metadata.ownerReferences.exists(o, o.apiVersion == 'batch/v1' && o.kind == 'Job' "
-                           "&& has(o.controller) && o.controller))",
-             "reason": "Forbidden",
-             "message": "a pod that requests GPUs in a tenant namespace must belong to a Job, so that Kueue admits "
-                        "it against the tenant's ClusterQueue: submit a Job with the label " + QUEUE_LABEL},
-        ],
-    }
-    jobs = {
-        "variables": [
-            {"name": "priorityClass", "expression": "has(object.metadata.labels) && '%s' in object.metadata.labels ? "
-             "object.metadata.labels['%s'] : ''" % (PRIORITY_CLASS_LABEL, PRIORITY_CLASS_LABEL)},
-            {"name": "allowed", "expression": "has(namespaceObject.metadata.annotations) && '%s' in "
-             "namespaceObject.metadata.annotations && namespaceObject.metadata.annotations['%s'] != '' ? "
-             "namespaceObject.metadata.annotations['%s'].split(',') : []"
-             % ((PRIORITY_CLASSES_ANNOTATION,) * 3)},
-            # Kueue updates admitted Jobs; a class that was allowed at creation stays usable.
-            {"name": "unchanged", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.labels) && "
-             "'%s' in oldObject.metadata.labels && oldObject.metadata.labels['%s'] == variables.priorityClass"
-             % (PRIORITY_CLASS_LABEL, PRIORITY_CLASS_LABEL)},
-        ],
-        "validations": [
-            {"expression": "variables.priorityClass == '' || variables.unchanged || "
-                           "variables.priorityClass in variables.allowed",
-             "reason": "Forbidden",
-             "messageExpression": "'WorkloadPriorityClass ' + variables.priorityClass + ' is not allowed in namespace ' "
-                                  "+ namespaceObject.metadata.name + '; use one of: ' + "
-                                  "(variables.allowed.size() > 0 ? variables.allowed.join(', ') : 'none (omit the label)')"},
-            {"expression": "(!has(object.spec.template.spec.priorityClassName) || "
-                           "object.spec.template.spec.priorityClassName == '') && !has(object.spec.template.spec.priority)",
-             "reason": "Forbidden",
-             "message": "pod priority (priorityClassName, priority) is not allowed in tenant Jobs: kube-scheduler "
-                        "would evict other tenants' pods for it; set the label %s instead" % PRIORITY_CLASS_LABEL},
-            # Kueue and the garbage collector update Jobs; an owner that was there at creation stays allowed.
-            {"expression": "!has(object.metadata.ownerReferences) || (request.operation == 'UPDATE' && "
-                           "has(oldObject.metadata.ownerReferences) && "
-                           "oldObject.metadata.ownerReferences == object.metadata.ownerReferences) || "
-                           "!object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller && "
-                           "!(o.apiVersion == 'batch/v1' && o.kind == 'CronJob'))",
-             "reason": "Forbidden",
-             "message": "a tenant Job may not name a controller owner: Kueue would run it as a child of that Job, "
-                        "outside the tenant's ClusterQueue; submit it as a Job of its own with the label " + QUEUE_LABEL},
-        ] + [{"expression": expression, "reason": "Forbidden", "message": message}
-             for expression, message in _template_rules(isolation)],
-    }
-    objects = []
-    for name, resource, operations, rules in (
-        (GPU_POD_POLICY, ("", "pods"), ["CREATE"], gpu_pods),
-        (JOB_POLICY, ("batch", "jobs"), ["CREATE", "UPDATE"], jobs),
-    ):
-        # The API server's defaults written out, so that a client-side `kubectl apply` finds nothing to change.
-        spec = {"failurePolicy": "Fail",
-                "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
-                                     "resourceRules": [{"apiGroups": [resource[0]], "apiVersions": ["v1"],
-                                                        "operations": operations, "resources": [resource[1]],
-                                                        "scope": "*"}]}}
-        spec.update(rules)
-        objects.append({"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-                        "metadata": {"name": name, "labels": _labels()}, "spec": spec})
-        objects.append({"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
-                        "metadata": {"name": name, "labels": _labels()},
-                        "spec": {"policyName": name, "validationActions": ["Deny"],
-                                 "matchResources": {"namespaceSelector": {"matchExpressions": [
-                                     {"key": TENANT_LABEL, "operator": "Exists"}]}}}})
-    return objects
 
 
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
@@ -572,7 +445,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         limit_range = DEFAULT_CONTAINER_RESOURCES
     named = {p["product"] for t in tenants for p in t["products"]}
     used = {f["name"]: f for f in flavors if f["product"] in named}
-    objects = admission_policies(isolation)
+    objects = admission.policies(isolation_policy(isolation), limit_range)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
                         "metadata": {"name": priority_class["name"], "labels": _labels()},

@@ -63,9 +63,8 @@ import zlib
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
-    ADMISSION_API, GPU_POD_POLICY, GPU_PRODUCT_LABEL, JOB_POLICY, KUEUE_API, LIMIT_RANGE, LOAD_JOB_PREFIX,
-    MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL,
-    TENANT_ROLE)
+    ADMISSION_API, ADMISSION_POLICIES, GPU_PRODUCT_LABEL, KUEUE_API, LIMIT_RANGE, LOAD_JOB_PREFIX, MANAGED_BY,
+    MANAGED_BY_LABEL, PRIORITY_QUOTA, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL, TENANT_ROLE)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_name
 
 # The field manager of fairgpu's server-side applies (field_manager: fairgpu in the roles).
@@ -77,9 +76,9 @@ VALIDATION_LABEL = "fairgpu.io/validation"
 NAME_PREFIX = FIELD_MANAGER
 # Objects whose names fairgpu fixes (names.py), by kind.
 FIXED_NAMES = {
-    "ResourceQuota": (RESOURCE_QUOTA,), "LimitRange": (LIMIT_RANGE,), "Role": (TENANT_ROLE,),
-    "RoleBinding": (TENANT_ROLE,), "ValidatingAdmissionPolicy": (GPU_POD_POLICY, JOB_POLICY),
-    "ValidatingAdmissionPolicyBinding": (GPU_POD_POLICY, JOB_POLICY),
+    "ResourceQuota": (RESOURCE_QUOTA, PRIORITY_QUOTA), "LimitRange": (LIMIT_RANGE,), "Role": (TENANT_ROLE,),
+    "RoleBinding": (TENANT_ROLE,), "ValidatingAdmissionPolicy": ADMISSION_POLICIES,
+    "ValidatingAdmissionPolicyBinding": ADMISSION_POLICIES,
 }
 # The value fairgpu puts into the values of a Helm release it installs (helm get values shows it).
 RELEASE_MARKER = {"fairgpu": {"installedBy": "fairgpu.tenancy"}}
