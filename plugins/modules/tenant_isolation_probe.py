@@ -28,6 +28,14 @@ description:
     reaches for the node's devices or host without a GPU request (C(NVIDIA_VISIBLE_DEVICES), privileged, host
     namespaces, hostPath, added capabilities, a runtime class, a long grace period) and a privileged pod;
     and a pod that asks for more devices than any node has."
+  - "Round three (13 and up): deleting its admitted Jobs so that their pods outlive them (every orphaning
+    delete); Jobs whose Job or pods carry finalizers; tiny Jobs whose pod affinity or anti-affinity reaches
+    O(other)'s namespace (one such pod would lock O(other) out of every GPU node); Jobs Kueue would admit and
+    nothing would run (nodeName, schedulerName, schedulingGates, managedBy); limits far above requests; Jobs and
+    ConfigMaps far larger than a Job needs; Jobs whose pods Pod Security baseline refuses; and, with Kubernetes'
+    built-in edit ClusterRole bound for the probe's run (group C(fairgpu-probe-editors), RoleBinding
+    C(fairgpu-probe-edit), removed at the end), pods of its own, Deployments and StatefulSets, lifting Kueue's
+    suspension, and a pod of PriorityClass system-node-critical."
   - "The tenant's and O(other)'s Running pods are compared with what Kueue reserved for them after each
     attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant."
   - Writes that must be refused are sent as server-side dry runs, so nothing changes even if one got through.
@@ -87,6 +95,10 @@ options:
     description: The most terminationGracePeriodSeconds tenant Jobs may ask for (C(tenants_isolation)).
     type: int
     default: 30
+  max_object_kib:
+    description: The most KiB a tenant Job or ConfigMap may carry (C(tenants_isolation.max_object_kib)).
+    type: int
+    default: 256
 """
 
 EXAMPLES = r"""
@@ -97,6 +109,7 @@ EXAMPLES = r"""
     priority_classes: "{{ tenants_workload_priority_classes }}"
     simulated: true
     termination_grace_max_seconds: "{{ tenants_plan.isolation.termination_grace_max_seconds }}"
+    max_object_kib: "{{ tenants_plan.isolation.max_object_kib }}"
   register: cheating
 """
 
@@ -144,6 +157,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     PROBE_IMAGE,
     PROBE_LABEL,
     PROBE_PREFIX,
+    RBAC_API,
     WORKLOAD_PREFIX,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
@@ -179,6 +193,7 @@ def argspec():
         running_bound_seconds=dict(type="float", default=60),
         accounting_grace_seconds=dict(type="float", default=10),
         termination_grace_max_seconds=dict(type="int", default=30),
+        max_object_kib=dict(type="int", default=256),
     )
     return spec
 
@@ -195,7 +210,7 @@ class Probe(object):
         params = module.params
         self.tenant, self.other = params["tenant"], params["other"]
         self.ns, self.other_ns = self.tenant["namespaces"][0], self.other["namespaces"][0]
-        self.namespace_of = {table.TENANT: self.ns, table.OTHER: self.other_ns}
+        self.namespace_of = {table.TENANT: self.ns, table.OTHER: self.other_ns, table.EDITOR: self.ns}
         self.start = waiter.monotonic()
         self.samples, self.metrics, self.names = [], {}, {}
         self.judges = {table.Refused: self.refused, table.Pending: self.pending, table.KeepsGuarantee: self.keeps_guarantee,
@@ -210,7 +225,25 @@ class Probe(object):
         return table.Context(self.tenant, self.other, params["local_queue_suffix"], capacity, str(uuid.uuid4()),
                              simulated=params["simulated"], image=params["image"],
                              priority_classes=params["priority_classes"], grace_max=params["termination_grace_max_seconds"],
-                             hold_seconds=params["hold_seconds"], running_bound=params["running_bound_seconds"])
+                             hold_seconds=params["hold_seconds"], running_bound=params["running_bound_seconds"],
+                             max_object_kib=params["max_object_kib"])
+
+    def grant_edit(self, granted):
+        """Bind (``granted``) or unbind Kubernetes' built-in edit ClusterRole to ``attempts.EDITORS_GROUP`` in the
+        tenant's namespace, as a platform that hands tenants edit would (the EDITOR identity is in that group)."""
+        bindings = self.admin.resource("RoleBinding", RBAC_API)
+        name = PROBE_PREFIX + "edit"
+        try:
+            self.admin.delete(bindings, name=name, namespace=self.ns)
+        except NotFoundError:
+            pass
+        if granted:
+            self.admin.create(bindings, {
+                "apiVersion": RBAC_API, "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": self.ns, "labels": {PROBE_LABEL: "isolation"}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": table.EDITORS_GROUP}]},
+                namespace=self.ns)
 
     def run(self, attempts):
         """Every attempt in order, a sample of Kueue's state after each attempt number, then the accounting check.
@@ -318,7 +351,9 @@ class Probe(object):
             elif request.verb == "patch":
                 client.patch(resource, body, name=name, namespace=namespace, content_type=MERGE, **options)
             elif request.verb == "delete":
-                client.delete(resource, name=name, namespace=namespace, **options)
+                client.delete(resource, name=name, namespace=namespace, body=body, **options)
+            elif request.verb == "deletecollection":
+                client.delete(resource, namespace=namespace, body=body, label_selector=PROBE_LABEL, **options)
             elif request.verb == "get":
                 client.get(resource, name=name, namespace=namespace)
             else:
@@ -359,6 +394,8 @@ class Probe(object):
         """Create the Jobs of an ``attempts.Run`` and wait until they are admitted or their pods run."""
         names = [self.submit(table.submit(run.who, job)) for job in run.jobs]
         namespace, timeout = self.namespace_of[run.who], run.patience * self.module.params["timeout"]
+        if run.until == "created":
+            return
         if run.until == "admitted":
             self.wait(lambda: all(self.admitted(namespace, name) for name in names), run.what, timeout=timeout)
         else:
@@ -465,12 +502,16 @@ def run(module, waiter=None):
         table.TENANT: get_api_client(module, impersonate_user=user, impersonate_groups=tenant["groups"]),
         table.OTHER: get_api_client(module, impersonate_user="fairgpu-probe@%s" % other["name"],
                                     impersonate_groups=other["groups"]),
+        table.EDITOR: get_api_client(module, impersonate_user=user,
+                                     impersonate_groups=list(tenant["groups"]) + [table.EDITORS_GROUP]),
     }
     probe = Probe(module, clients, waiter or Waiter())
     probe.cleanup()
     try:
+        probe.grant_edit(True)
         checks = probe.run(table.attempts(probe.context()))
     finally:
+        probe.grant_edit(False)
         probe.cleanup()
     scenario = {"name": "isolation", "title": "A tenant that tries to cheat: %s against %s" % (tenant["name"], other["name"]),
                 "checks": checks, "metrics": dict(probe.metrics, user=user, groups=", ".join(tenant["groups"])),

@@ -72,6 +72,12 @@ def _condition(kind, status, reason, message=""):
 _TENANT_VERBS = {"jobs": ("get", "list", "create", "delete"), "pods": ("get", "list"), "events": ("get", "list"),
                  "localqueues": ("get", "list"), "workloads": ("get", "list"), "resourcequotas": ("get", "list"),
                  "limitranges": ("get", "list")}
+# What the built-in edit ClusterRole adds for the probe's editors group (the probe binds it in the tenant's namespace):
+# pods, Deployments, StatefulSets, ConfigMaps, and every write of Jobs (Kubernetes RBAC bootstrap policy).
+_EDIT_VERBS = {"pods": ("get", "list", "create", "delete"), "deployments": ("create",), "statefulsets": ("create",),
+               "configmaps": ("get", "list", "create"),
+               "jobs": ("get", "list", "create", "patch", "delete", "deletecollection")}
+_EDITORS = "fairgpu-probe-editors"
 _BASELINE = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP",
              "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
 
@@ -137,12 +143,14 @@ class FakeCluster(object):
         return obj
 
     # -- admission -------------------------------------------------------------------------------------------
-    def forbid(self, user, verb, kind, api_version, namespace, subresource=None):
+    def forbid(self, user, verb, kind, api_version, namespace, subresource=None, groups=()):
         if user is None:
             return None
         plural = _plural(kind) + ("/" + subresource if subresource else "")
         tenant = self.tenants.get(namespace)
         if tenant is not None and "fairgpu-probe@" + tenant["name"] == user and verb in _TENANT_VERBS.get(plural, ()):
+            return None
+        if tenant is not None and _EDITORS in groups and verb in _EDIT_VERBS.get(plural, ()):
             return None
         where = ' in the namespace "%s"' % namespace if namespace else " at the cluster scope"
         return '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s"%s' % (
@@ -150,7 +158,35 @@ class FakeCluster(object):
 
     def _policy(self, name, kind, body, message):
         return '%s "%s" is forbidden: ValidatingAdmissionPolicy \'%s\' with binding \'%s\' denied request: %s' % (
-            "jobs.batch" if kind == "Job" else "pods", body["metadata"]["name"], name, name, message)
+            _plural(kind), body["metadata"]["name"], name, name, message)
+
+    def admit(self, user, body, namespace):
+        """The admission a create of ``body`` in a tenant namespace meets (None: admitted)."""
+        kind = body["kind"]
+        if kind in ("Deployment", "StatefulSet") and "round-three" not in self.leaks:
+            return self._policy("fairgpu-tenant-workloads", kind, body, "tenant namespaces run work as Jobs that Kueue "
+                                "admits: a %s would run pods outside the tenant's ClusterQueue" % kind)
+        if kind == "ConfigMap" and sum(len(k) + len(v) for k, v in body.get("data", {}).items()) > 256 * 1024 and \
+                "round-three" not in self.leaks:
+            return self._policy("fairgpu-tenant-object-size", kind, body, "a ConfigMap in a tenant namespace may hold "
+                                "at most 256 KiB (data, binaryData)")
+        if kind == "Pod":
+            if user is not None and "round-three" not in self.leaks:
+                return self._policy("fairgpu-tenant-pods", kind, body, "pods in a tenant namespace are created by the "
+                                    "Job controller for Jobs that Kueue admitted; %s may not create them" % user)
+            return self._admit_pod(body, namespace)
+        if kind == "Job":
+            return self._admit_job(body, namespace)
+        return None
+
+    def admit_delete(self, body, name):
+        """The deletion policy on a Job's DeleteOptions ``body`` (None: admitted)."""
+        policy = (body or {}).get("propagationPolicy")
+        if policy in ("Background", "Foreground") or "round-three" in self.leaks:
+            return None
+        return self._policy("fairgpu-tenant-job-deletions", "Job", {"metadata": {"name": name}},
+                            "a tenant Job is deleted with its pods (DeleteOptions propagationPolicy Background or "
+                            "Foreground)")
 
     def _admit_pod(self, body, namespace):
         spec, name = body["spec"], body["metadata"]["name"]
@@ -159,6 +195,12 @@ class FakeCluster(object):
             if limit > NODE_GPUS:
                 return 'pods "%s" is forbidden: maximum %s usage per Container is %d, but limit is %d' % (
                     name, GPU, NODE_GPUS, limit)
+        if spec.get("priorityClassName") == "system-node-critical" and "round-three" not in self.leaks:
+            return ('pods "%s" is forbidden: exceeded quota: fairgpu-denied-priority, requested: pods=1, used: pods=0, '
+                    'limited: pods=0' % name)
+        ratio = [c for c in spec["containers"] if (c.get("resources") or {}).get("limits", {}).get("cpu") == "96"]
+        if ratio and "round-three" not in self.leaks:
+            return 'pods "%s" is forbidden: cpu max limit to request ratio per Container is 4, but provided ratio is 9600' % name
         if _pod_gpus(spec) > NODE_GPUS:
             return 'pods "%s" is forbidden: maximum %s usage per Pod is %d, but limit is %d' % (
                 name, GPU, NODE_GPUS, _pod_gpus(spec))
@@ -205,6 +247,8 @@ class FakeCluster(object):
                 routes.append("tenant Jobs may not name CDI devices in pod annotations")
             if spec.get("terminationGracePeriodSeconds", 30) > 30:
                 routes.append("tenant Jobs may ask for at most 30 s of terminationGracePeriodSeconds")
+        if "round-three" not in self.leaks:
+            routes.extend(_round_three_routes(body))
         if routes:
             return self._policy("fairgpu-tenant-jobs", "Job", body, routes[0])
         used = len(self.items("Job", namespace))
@@ -330,7 +374,8 @@ class FakeClient(object):
 
     def _check(self, verb, resource, namespace):
         self.cluster.requests.append((self.user, verb, resource.kind, namespace))
-        refused = self.cluster.forbid(self.user, verb, resource.kind, resource.api_version, namespace, resource.subresource)
+        refused = self.cluster.forbid(self.user, verb, resource.kind, resource.api_version, namespace, resource.subresource,
+                                      self.groups)
         if refused:
             raise _error(403, refused)
 
@@ -354,11 +399,7 @@ class FakeClient(object):
     def create(self, resource, body, namespace=None, dry_run=None):
         self._check("create", resource, namespace)
         cluster, body = self.cluster, json.loads(json.dumps(body))
-        refused = None
-        if namespace in cluster.tenants and resource.kind == "Pod":
-            refused = cluster._admit_pod(body, namespace)
-        elif namespace in cluster.tenants and resource.kind == "Job":
-            refused = cluster._admit_job(body, namespace)
+        refused = cluster.admit(self.user, body, namespace) if namespace in cluster.tenants else None
         if refused:
             raise _error(403, refused)
         name = body["metadata"]["name"]
@@ -382,17 +423,51 @@ class FakeClient(object):
         obj = self.cluster.objects.get((resource.kind, namespace, name))
         if obj is None:
             raise _error(404, '%s "%s" not found' % (_plural(resource.kind), name), NotFoundError)
+        lifted = resource.kind == "Job" and body.get("spec", {}).get("suspend") is False
+        if lifted and self.user is not None and "round-three" not in self.cluster.leaks:
+            raise _error(403, self.cluster._policy("fairgpu-tenant-jobs", "Job", obj, "only Kueue lifts the suspension "
+                                                   "of a tenant Job (spec.suspend)"))
         if not dry_run and resource.kind == "Job" and "suspend" in body.get("spec", {}):
             obj["spec"]["suspend"] = body["spec"]["suspend"]
         return _Instance(obj)
 
-    def delete(self, resource, name=None, namespace=None, body=None, dry_run=None):
-        self._check("delete", resource, namespace)
-        if (resource.kind, namespace, name) not in self.cluster.objects:
+    def delete(self, resource, name=None, namespace=None, body=None, dry_run=None, label_selector=None):
+        self._check("delete" if name else "deletecollection", resource, namespace)
+        names = [name] if name else [o["metadata"]["name"] for o in self.cluster.items(resource.kind, namespace)
+                                     if _selected(o, label_selector)]
+        if name and (resource.kind, namespace, name) not in self.cluster.objects:
             raise _error(404, '%s "%s" not found' % (_plural(resource.kind), name), NotFoundError)
-        if not dry_run:
-            self.cluster.remove(resource.kind, namespace, name)
+        for each in names:
+            refused = self.cluster.admit_delete(body, each) if (
+                resource.kind == "Job" and namespace in self.cluster.tenants and self.user is not None) else None
+            if refused:
+                raise _error(403, refused)
+            if not dry_run:
+                self.cluster.remove(resource.kind, namespace, each)
         return _Instance({})
+
+
+def _round_three_routes(job):
+    """The Job policy's round-three refusals (kueue/admission.py), by the fields the probe's Jobs set."""
+    template = job["spec"]["template"]
+    spec, meta = template["spec"], template.get("metadata") or {}
+    containers = spec["containers"] + spec.get("initContainers", [])
+    checks = [
+        (job["metadata"].get("finalizers") or meta.get("finalizers"), "tenant Jobs may not carry finalizers"),
+        (spec.get("affinity"), "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
+        (spec.get("nodeName") or spec.get("schedulerName") or spec.get("schedulingGates") or job["spec"].get("managedBy"),
+         "tenant Jobs may not set nodeName, schedulerName, schedulingGates or spec.managedBy"),
+        (any("limits" not in (c.get("resources") or {}) or c["resources"]["limits"] != c["resources"].get("requests")
+             for c in containers), "tenant Jobs' cpu limits may be at most 4 times their requests"),
+        (sum(len(k) + len(v) for m in (job["metadata"], meta) for k, v in (m.get("annotations") or {}).items()) +
+         sum(64 + len(e["name"]) + len(e.get("value", "")) for c in containers for e in c.get("env", [])) > 256 * 1024,
+         "a tenant Job may carry at most 256 KiB"),
+        (spec.get("securityContext", {}).get("seccompProfile", {}).get("type") == "Unconfined" or
+         spec.get("securityContext", {}).get("sysctls") or
+         any(set(c.get("securityContext") or {}) & {"appArmorProfile", "seLinuxOptions"} or "livenessProbe" in c
+             for c in containers), "tenant Jobs may not run Unconfined by seccomp (Pod Security baseline)"),
+    ]
+    return [message for hit, message in checks if hit]
 
 
 def tenants():

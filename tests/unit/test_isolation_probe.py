@@ -26,7 +26,7 @@ class Module(object):
         self.params = dict(tenant=tenants[0], other=tenants[1], priority_classes=fake_cluster.PRIORITY_CLASSES,
                            local_queue_suffix="-queue", simulated=True, image="registry.k8s.io/pause:3.10", timeout=60,
                            hold_seconds=5, running_bound_seconds=60, accounting_grace_seconds=5,
-                           termination_grace_max_seconds=30)
+                           termination_grace_max_seconds=30, max_object_kib=256)
         self.params.update(params)
 
     def exit_json(self, **result):
@@ -50,7 +50,8 @@ def run_probe(monkeypatch, leaks=(), judge_after=0.0, quota_conflicts=None, **pa
     monkeypatch.setattr(probe, "get_api_client", get_api_client)
     with pytest.raises(Ended) as ended:
         probe.run(Module(tenants, **params), Waiter(clock.monotonic, clock.sleep, clock.time))
-    assert clients == [(None, None), ("fairgpu-probe@team-a", ["team-a"]), ("fairgpu-probe@team-b", ["team-b"])]
+    assert clients == [(None, None), ("fairgpu-probe@team-a", ["team-a"]), ("fairgpu-probe@team-b", ["team-b"]),
+                       ("fairgpu-probe@team-a", ["team-a", "fairgpu-probe-editors"])]
     how, result = ended.value.args
     return how, result, cluster, clock
 
@@ -69,9 +70,9 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     scenario = result["scenario"]
     checks = scenario["checks"]
     assert scenario["name"] == "isolation" and scenario["title"] == "A tenant that tries to cheat: team-a against team-b"
-    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-1]}) == list(range(1, 13))
+    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-1]}) == list(range(1, 21))
     assert [int(c["check"].split(".")[0]) for c in checks[:-1]] == sorted(int(c["check"].split(".")[0]) for c in checks[:-1])
-    assert checks[-1]["check"] == ACCOUNTING and checks[-1]["observed"] == "never (14 samples)"
+    assert checks[-1]["check"] == ACCOUNTING and checks[-1]["observed"] == "never (22 samples)"
     rows = {c["check"]: c for c in checks}
     assert rows["2. Job labelled with team-b's LocalQueue team-b-queue"]["observed"] == (
         "QuotaReserved=False (Inadmissible): LocalQueue team-b-queue doesn't exist; pods: 0")
@@ -88,7 +89,7 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     assert rows["11. Jobs with no GPU request that reach for the node's devices or host"]["observed"].startswith(
         "12 of 12 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs")
     assert scenario["metrics"] == {"user": "fairgpu-probe@team-a", "groups": "team-a", "pod_slots_time_to_running_seconds": 0.0}
-    assert len(scenario["timeline"]) == 14
+    assert len(scenario["timeline"]) == 22
     assert leftovers(cluster) == []
 
 
@@ -103,7 +104,22 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
                "6. 17 pods of 1 nvidia.com/gpu (hard maximum 16)",
                "7. priority fairgpu-normal for 9 nvidia.com/gpu while team-b holds its guarantee of 8",
                "9. one Job of 224 pods of 10m CPU and 16Mi (the GPU nodes have 220 pod slots)",
-               "12. one pod of 2 containers x 8 nvidia.com/gpu (a node has at most 8)"]),
+               "12. one pod of 2 containers x 8 nvidia.com/gpu (a node has at most 8)",
+               "20. with the edit role: lift Kueue's suspension of its own waiting Job"]),
+    ("round-three", ["13. delete its admitted Jobs leaving their pods running (orphaning deletes)",
+                     "14. Jobs whose Job or pods carry a finalizer (they outlive their deletion)",
+                     "15. tiny Jobs whose pod affinity or anti-affinity reaches team-b's namespace team-b",
+                     "16. Jobs Kueue would admit and nothing would run (nodeName, schedulerName, schedulingGates, "
+                     "managedBy)",
+                     "17. Jobs whose limits are far above the requests Kueue counts",
+                     "17. a pod of 10m CPU limited to 96 by a user allowed to create pods",
+                     "18. Jobs far larger than a Job needs (the Job quota counts objects, not bytes)",
+                     "18. a ConfigMap of 257 KiB (edit role)",
+                     "19. Jobs whose pods Pod Security baseline refuses (seccomp, sysctls, AppArmor, SELinux, probe hosts)",
+                     "20. with the edit role: pods of its own (95 CPUs; a GPU pod with a forged Job owner)",
+                     "20. with the edit role: Deployments and StatefulSets",
+                     "20. with the edit role: lift Kueue's suspension of its own waiting Job",
+                     "20. a pod of PriorityClass system-node-critical by a user allowed to create pods"]),
 ])
 def test_a_hole_fails_exactly_its_attempts(monkeypatch, leak, attempts_let_through):
     how, result, cluster, _clock = run_probe(monkeypatch, leaks=[leak])
@@ -168,12 +184,13 @@ def context(**kwargs):
 
 def test_the_table_names_a_rule_for_each_attempt_and_only_dry_runs_what_must_be_refused():
     table = attempts.attempts(context(simulated=True))
-    assert sorted({a.number for a in table}) == list(range(1, 13))
+    assert sorted({a.number for a in table}) == list(range(1, 21))
     for attempt in table:
         assert attempt.rule and attempt.check and type(attempt.held) in (
             attempts.Refused, attempts.Pending, attempts.KeepsGuarantee, attempts.Reclaimed, attempts.QuotaStops)
         if isinstance(attempt.held, attempts.Refused):
-            assert attempt.sends and all(r.dry_run for r in attempt.sends if r.verb in ("create", "patch", "delete"))
+            assert attempt.sends and all(r.dry_run for r in attempt.sends
+                                         if r.verb in ("create", "patch", "delete", "deletecollection"))
         if isinstance(attempt.held, attempts.Pending):
             assert len(attempt.sends) == 1 and not attempt.sends[0].dry_run and attempt.sends[0].who == attempts.TENANT
 

@@ -30,22 +30,30 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API,
+    DELETION_POLICY,
     GPU_POD_POLICY,
     JOB_POLICY,
     KUEUE_API,
     LIMIT_RANGE,
+    OBJECT_SIZE_POLICY,
+    POD_CREATOR_POLICY,
+    PRIORITY_QUOTA,
     PROBE_IMAGE,
     PROBE_LABEL,
     PROBE_PREFIX,
     RBAC_API,
     RESOURCE_QUOTA,
     TENANT_ROLE,
+    WORKLOAD_KINDS_POLICY,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 
-# Who sends: the tenant (impersonating a user of its groups), the other tenant, or the module's own identity (a
-# cluster admin, which also stands for "a user allowed to create pods").
-TENANT, OTHER, ADMIN = "tenant", "other", "admin"
+# Who sends: the tenant (impersonating a user of its groups), the other tenant, the tenant bound to Kubernetes'
+# built-in edit ClusterRole in its namespace as many platforms do (a user of its groups and of EDITORS_GROUP, which
+# the probe binds to edit for its run), or the module's own identity (a cluster admin, which also stands for "a
+# user allowed to create pods").
+TENANT, OTHER, EDITOR, ADMIN = "tenant", "other", "editor", "admin"
+EDITORS_GROUP = "fairgpu-probe-editors"
 
 # How many Jobs past its count/jobs.batch quota a burst may get before the quota stops it (QuotaStops).
 BURST_OVERSHOOT = 5
@@ -84,16 +92,31 @@ RULE_RECLAIM = ("Kueue at KUEUE_VERSION reclaimWithinCohort Any: a tenant under 
 RULE_JOB_QUOTA = ("Kubernetes ResourceQuota count/jobs.batch (plugin/pkg/admission/resourcequota); its admission counts "
                   "from the quota's status, which kube-controller-manager's recount can lower under a burst "
                   "(kubernetes/kubernetes#123434, the race described in kubernetes#20113)")
+RULE_DELETIONS = ("ValidatingAdmissionPolicy %s (kueue/admission.py policies), on DELETE of Jobs in tenant namespaces: "
+                  "DeleteOptions propagationPolicy Background or Foreground; batch/v1's default orphans the pods "
+                  "(pkg/registry/batch/job/strategy.go DefaultGarbageCollectionPolicy, Kubernetes v1.36)" % DELETION_POLICY)
+RULE_POD_CREATORS = ("ValidatingAdmissionPolicy %s (kueue/admission.py policies): a pod in a tenant namespace is "
+                     "created by an identity that may update jobs/status (the Job controller); the built-in edit "
+                     "ClusterRole has no Job status writes (Kubernetes RBAC bootstrap policy)" % POD_CREATOR_POLICY)
+RULE_WORKLOAD_KINDS = ("ValidatingAdmissionPolicy %s (kueue/admission.py policies, WORKLOAD_KINDS): no pod-creating "
+                       "kind but Jobs in tenant namespaces" % WORKLOAD_KINDS_POLICY)
+RULE_OBJECT_SIZE = ("ValidatingAdmissionPolicy %s (kueue/admission.py policies): ConfigMap and Secret data at most "
+                    "tenants_isolation.max_object_kib" % OBJECT_SIZE_POLICY)
+RULE_PRIORITY_QUOTA = ("Kubernetes ResourceQuota scoped to PriorityClass (scopeSelector, "
+                       "https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-"
+                       "by-default): %s holds pods of tenants_isolation.denied_pod_priority_classes at 0" % PRIORITY_QUOTA)
+RULE_LIMIT_RATIO = ("Kubernetes LimitRanger (plugin/pkg/admission/limitranger): LimitRange maxLimitRequestRatio "
+                    "(tenants_isolation cpu_limit_request_ratio, memory_limit_request_ratio) on pods past Kueue")
 RULE_POD_SECURITY = ("Kubernetes Pod Security admission, namespace label pod-security.kubernetes.io/enforce: baseline "
                      "(https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline)")
 
 
 class Request(object):
     """One request: ``label`` names it in the report (``"create Pod"``); ``who`` sends it; ``verb`` is create,
-    patch, delete, get or list; ``body`` is the object or patch, or a callable given ``live(name)``, which returns
-    the probe Job ``name`` (without the prefix) of the request's namespace as the API returns it (the one a Run
-    created); ``name`` may be ``WorkloadOf`` or ``FirstOf``, looked up when it is sent;
-    ``subresource``: ``status``; ``dry_run``: False for a real create."""
+    patch, delete, deletecollection (of the probe's objects), get or list; ``body`` is the object, the patch or the
+    DeleteOptions, or a callable given ``live(name)``, which returns the probe Job ``name`` (without the prefix) of
+    the request's namespace as the API returns it (the one a Run created); ``name`` may be ``WorkloadOf`` or
+    ``FirstOf``, looked up when it is sent; ``subresource``: ``status``; ``dry_run``: False for a real create."""
 
     def __init__(self, label, who, verb, api_version, kind, body=None, name=None, namespace=None, subresource=None,
                  dry_run=True):
@@ -115,7 +138,7 @@ class FirstOf(object):
 class Run(object):
     """Jobs created for real, as ``who``, before an attempt's requests; then wait ``until`` each is ``admitted`` or
     ``running`` (``count`` Running probe pods in the namespace), for ``patience`` times the module's timeout, else
-    fail with ``what``."""
+    fail with ``what``; ``created``: no wait (Kueue's webhook suspends a queued Job when it is created)."""
 
     def __init__(self, who, jobs, until, what, count=None, patience=1):
         self.who, self.jobs, self.until, self.what, self.count, self.patience = who, jobs, until, what, count, patience
@@ -173,11 +196,11 @@ class Context(object):
     """What the table is built from: ``tenant`` and ``other`` (normalised tenants), their first namespaces
     (``ns``, ``other_ns``) and LocalQueues (``queue``, ``other_queue``), the tenant's ``resource``, the module's
     options (``image``, ``seconds`` of simulated run time or None, ``priority_classes``, ``grace_max``,
-    ``hold_seconds``, ``running_bound``), ``capacity``: the GPU nodes' allocatable, by resource (``pods``
+    ``hold_seconds``, ``running_bound``, ``max_object_kib``), ``capacity``: the GPU nodes' allocatable, by resource (``pods``
     included), and ``owner_uid``: the made-up UID a forged owner reference names."""
 
     def __init__(self, tenant, other, local_queue_suffix, capacity, owner_uid, simulated=False, image=PROBE_IMAGE,
-                 priority_classes=(), grace_max=30, hold_seconds=5, running_bound=60):
+                 priority_classes=(), grace_max=30, hold_seconds=5, running_bound=60, max_object_kib=256):
         self.tenant, self.other = tenant, other
         self.ns, self.other_ns = tenant["namespaces"][0], other["namespaces"][0]
         self.queue, self.other_queue = tenant["name"] + local_queue_suffix, other["name"] + local_queue_suffix
@@ -185,6 +208,7 @@ class Context(object):
         self.image, self.seconds = image, 600 if simulated else None
         self.priority_classes, self.grace_max = list(priority_classes), grace_max
         self.hold_seconds, self.running_bound, self.owner_uid = hold_seconds, running_bound, owner_uid
+        self.max_object_kib = max_object_kib
 
 
 def create(who, api_version, kind, body, namespace, label=None, dry_run=True):
@@ -341,4 +365,80 @@ def attempts(c):
                 Pending("never admitted: Kueue holds the Workload (LimitRange Pod maximum), no quota held"),
                 RULE_LIMIT_RANGE_KUEUE, sends=[submit(TENANT, queued("too-big-pod", gpus=per_pod, containers=2))]),
     ]
-    return table
+    return table + round_three(c, job, queued)
+
+
+def round_three(c, job, queued):
+    """Round three (13 and up): routes that keep GPUs after Kueue released them, lock the other tenant out, hold
+    quota for pods that never run, or go around Kueue with the built-in edit role; each refused at admission."""
+    ns, resource, other = c.ns, c.resource, c.other
+    most = c.tenant["max_gpus"]
+
+    def creates(who, bodies):
+        return [create(who, body["apiVersion"], body["kind"], body, ns, label=route)
+                for route, body in sorted(bodies.items())]
+
+    def orphaning(label, who, options, verb="delete"):
+        """A dry-run delete of the first of the admitted Jobs (deletecollection: of the probe's Jobs)."""
+        return Request(label, who, verb, "batch/v1", "Job", options,
+                       name=PROBE_PREFIX + "orphan-0" if verb == "delete" else None, namespace=ns)
+
+    cpu_pod = isolation.bare_pod("cpu-95", ns, resource, per_container=0, image=c.image)
+    cpu_pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "95", "memory": "1Gi"},
+                                                     "limits": {"cpu": "95", "memory": "1Gi"}}
+    forged = isolation.bare_pod("edit-forged", ns, resource, owner_uid=c.owner_uid, image=c.image)
+    critical = isolation.bare_pod("critical", ns, resource, per_container=0, image=c.image)
+    critical["spec"]["priorityClassName"] = "system-node-critical"
+    ratio = isolation.bare_pod("ratio", ns, resource, per_container=0, image=c.image)
+    ratio["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                                   "limits": {"cpu": "96", "memory": "16Mi"}}
+    workloads = {kind: isolation.workload_object(kind, kind.lower(), ns, resource, image=c.image)
+                 for kind in ("Deployment", "StatefulSet")}
+    return [
+        Attempt(13, "delete its admitted Jobs leaving their pods running (orphaning deletes)",
+                Refused("ValidatingAdmissionPolicy " + DELETION_POLICY), RULE_DELETIONS,
+                runs=[Run(TENANT, [queued("orphan-%d" % i) for i in range(2)], "admitted",
+                          "Kueue did not admit the probe's Jobs %sorphan-*" % PROBE_PREFIX)],
+                sends=[orphaning("delete, propagationPolicy Orphan (kubectl --cascade=orphan)", TENANT,
+                                 {"propagationPolicy": "Orphan"}),
+                       orphaning("delete with no DeleteOptions (batch/v1 orphans by default)", TENANT, None),
+                       orphaning("delete, orphanDependents true", TENANT, {"orphanDependents": True}),
+                       orphaning("deletecollection, propagationPolicy Orphan (edit role)", EDITOR,
+                                 {"propagationPolicy": "Orphan"}, verb="deletecollection")],
+                clean=[TENANT]),
+        Attempt(14, "Jobs whose Job or pods carry a finalizer (they outlive their deletion)", Refused(JOB_POLICY_REFUSER),
+                RULE_JOBS, sends=creates(TENANT, isolation.finalizer_jobs(ns, resource))),
+        Attempt(15, "tiny Jobs whose pod affinity or anti-affinity reaches %s's namespace %s" % (other["name"], c.other_ns),
+                Refused(JOB_POLICY_REFUSER), RULE_JOBS,
+                sends=creates(TENANT, isolation.lockout_jobs(ns, resource, c.other_ns, other["name"]))),
+        Attempt(16, "Jobs Kueue would admit and nothing would run (nodeName, schedulerName, schedulingGates, managedBy)",
+                Refused(JOB_POLICY_REFUSER), RULE_JOBS, sends=creates(TENANT, isolation.never_running_jobs(ns, resource))),
+        Attempt(17, "Jobs whose limits are far above the requests Kueue counts", Refused(JOB_POLICY_REFUSER), RULE_JOBS,
+                sends=creates(TENANT, isolation.limit_jobs(ns, resource))),
+        Attempt(17, "a pod of 10m CPU limited to 96 by a user allowed to create pods", Refused("LimitRange"),
+                RULE_LIMIT_RATIO, sends=[create(ADMIN, "v1", "Pod", ratio, ns)]),
+        Attempt(18, "Jobs far larger than a Job needs (the Job quota counts objects, not bytes)",
+                Refused(JOB_POLICY_REFUSER), RULE_JOBS,
+                sends=creates(TENANT, isolation.big_jobs(ns, resource, c.max_object_kib))),
+        Attempt(18, "a ConfigMap of %d KiB (edit role)" % (c.max_object_kib + 1),
+                Refused("ValidatingAdmissionPolicy " + OBJECT_SIZE_POLICY), RULE_OBJECT_SIZE,
+                sends=[create(EDITOR, "v1", "ConfigMap", isolation.big_config_map("big", ns, c.max_object_kib), ns)]),
+        Attempt(19, "Jobs whose pods Pod Security baseline refuses (seccomp, sysctls, AppArmor, SELinux, probe hosts)",
+                Refused(JOB_POLICY_REFUSER), RULE_JOBS, sends=creates(TENANT, isolation.pod_security_jobs(ns, resource))),
+        Attempt(20, "with the edit role: pods of its own (95 CPUs; a GPU pod with a forged Job owner)",
+                Refused("ValidatingAdmissionPolicy " + POD_CREATOR_POLICY), RULE_POD_CREATORS,
+                sends=[create(EDITOR, "v1", "Pod", cpu_pod, ns, label="create Pod of 95 CPUs"),
+                       create(EDITOR, "v1", "Pod", forged, ns, label="create GPU Pod with a forged Job owner")]),
+        Attempt(20, "with the edit role: Deployments and StatefulSets",
+                Refused("ValidatingAdmissionPolicy " + WORKLOAD_KINDS_POLICY), RULE_WORKLOAD_KINDS,
+                sends=creates(EDITOR, workloads)),
+        Attempt(20, "with the edit role: lift Kueue's suspension of its own waiting Job",
+                Refused(JOB_POLICY_REFUSER, still_suspended=PROBE_PREFIX + "held"), RULE_SUSPEND,
+                runs=[Run(TENANT, [queued("held", gpus=most + 1)], "created", "")],
+                sends=[Request("patch Job spec.suspend=false", EDITOR, "patch", "batch/v1", "Job",
+                               {"spec": {"suspend": False}}, name=PROBE_PREFIX + "held", namespace=ns)],
+                clean=[TENANT]),
+        Attempt(20, "a pod of PriorityClass system-node-critical by a user allowed to create pods",
+                Refused("ResourceQuota " + PRIORITY_QUOTA), RULE_PRIORITY_QUOTA,
+                sends=[create(ADMIN, "v1", "Pod", critical, ns)]),
+    ]

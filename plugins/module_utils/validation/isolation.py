@@ -28,14 +28,20 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    JOB_NAME_LABEL,
     PRIORITY_CLASS_LABEL,
     PROBE_IMAGE,
     PROBE_LABEL,
     PROBE_PREFIX,
     QUEUE_LABEL,
+    TENANT_LABEL,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import report
+
+# A finalizer of the probe's own (never on a real object: every Job that carries it is refused).
+PROBE_FINALIZER = "fairgpu.io/probe-keep"
 
 _POLICY = re.compile(r"ValidatingAdmissionPolicy '([^']+)'")
 _QUOTA = re.compile(r"exceeded quota: ([^,]+)")
@@ -69,7 +75,7 @@ def refusal(status, message):
         by = "ResourceQuota " + quota.group(1)
     elif "violates PodSecurity" in message:
         by = "PodSecurity"
-    elif "usage per Container" in message or "usage per Pod" in message:
+    elif "usage per Container" in message or "usage per Pod" in message or "limit to request ratio" in message:
         by = "LimitRange"
     else:
         by = "API server"
@@ -274,6 +280,130 @@ def device_door_jobs(namespace, resource, grace_max):
             for route, change in routes.items()}
     jobs["CDI device annotation"] = template_job("cdi-annotation", cdi_annotation)
     return jobs
+
+
+def _routes(namespace, resource, routes, prefix):
+    """Probe Jobs with no GPU, one per route: ``{route: change}`` where ``change(job)`` edits the Job."""
+    jobs = {}
+    for route, change in routes.items():
+        body = probe_job("%s-%s" % (prefix, re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-")), namespace,
+                         resource, gpus=0)
+        change(body)
+        jobs[route] = body
+    return jobs
+
+
+def _spec(job):
+    return job["spec"]["template"]["spec"]
+
+
+def _container_security(job, **fields):
+    _spec(job)["containers"][0].setdefault("securityContext", {}).update(fields)
+
+
+def finalizer_jobs(namespace, resource):
+    """Jobs that would outlive their deletion (a finalizer on the Job, or on the pods of its template)."""
+    return _routes(namespace, resource, {
+        "finalizer on the Job": lambda job: job["metadata"].update(finalizers=[PROBE_FINALIZER]),
+        "finalizer on the pod template": lambda job: job["spec"]["template"]["metadata"].update(
+            finalizers=[PROBE_FINALIZER]),
+    }, "finalizer")
+
+
+def lockout_jobs(namespace, resource, other_namespace, other_tenant):
+    """Tiny Jobs whose pods reach into ``other_namespace`` with pod affinity or anti-affinity: a required
+    anti-affinity over a topology key every GPU node shares keeps every pod it matches off those nodes."""
+    def term(**selector):
+        return dict({"labelSelector": {"matchExpressions": [{"key": JOB_NAME_LABEL, "operator": "Exists"}]},
+                     "topologyKey": GPU_PRODUCT_LABEL}, **selector)
+
+    def affinity(kind, mode, **selector):
+        field = "%sDuringSchedulingIgnoredDuringExecution" % mode
+        value = [term(**selector)] if mode == "required" else [{"weight": 100, "podAffinityTerm": term(**selector)}]
+        return lambda job: _spec(job).update(affinity={kind: {field: value}})
+    by_tenant = {"namespaceSelector": {"matchLabels": {TENANT_LABEL: other_tenant}}}
+    return _routes(namespace, resource, {
+        "required anti-affinity, namespaceSelector %s" % other_tenant: affinity("podAntiAffinity", "required", **by_tenant),
+        "required anti-affinity, namespaces [%s]" % other_namespace:
+            affinity("podAntiAffinity", "required", namespaces=[other_namespace]),
+        "required anti-affinity, every namespace": affinity("podAntiAffinity", "required", namespaceSelector={}),
+        "preferred anti-affinity, namespaceSelector %s" % other_tenant:
+            affinity("podAntiAffinity", "preferred", **by_tenant),
+        "required affinity, namespaces [%s]" % other_namespace:
+            affinity("podAffinity", "required", namespaces=[other_namespace]),
+    }, "lockout")
+
+
+def never_running_jobs(namespace, resource):
+    """Jobs that Kueue would admit and nothing would run: bound past the scheduler, handed to a scheduler that does
+    not exist, gated, or managed by another controller."""
+    return _routes(namespace, resource, {
+        "nodeName": lambda job: _spec(job).update(nodeName="gpu-node-0"),
+        "schedulerName": lambda job: _spec(job).update(schedulerName="fairgpu-probe-no-such-scheduler"),
+        "schedulingGates": lambda job: _spec(job).update(schedulingGates=[{"name": "example.com/hold"}]),
+        "managedBy": lambda job: job["spec"].update(managedBy="example.com/elsewhere"),
+    }, "never")
+
+
+def limit_jobs(namespace, resource):
+    """Jobs whose containers ask for little and would be given much more (limits far above requests), or whose
+    pods the API server refuses (a request above the LimitRange's default limit, with no limit of its own)."""
+    def resources(requests, limits=None):
+        def change(job):
+            container = _spec(job)["containers"][0]
+            container["resources"] = {"requests": dict(requests)}
+            if limits:
+                container["resources"]["limits"] = dict(limits)
+        return change
+    return _routes(namespace, resource, {
+        "cpu 10m, limit 96": resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "96", "memory": "16Mi"}),
+        "memory 16Mi, limit 1Ti": resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "10m", "memory": "1Ti"}),
+        "cpu 8 with no limit (default limit 1)": resources({"cpu": "8", "memory": "1Gi"}),
+    }, "limits")
+
+
+def big_jobs(namespace, resource, kib):
+    """Jobs past ``kib`` KiB: in one annotation, and in many environment variables."""
+    # The API server caps one object's annotations at 256 KiB (apimachinery TotalAnnotationSizeLimitB), so the
+    # bulk is split between the Job's and its pod template's.
+    half = "x" * ((kib // 2 + 1) * 1024)
+    return _routes(namespace, resource, {
+        "annotations of %d KiB on the Job and its pods" % (kib + 2): lambda job: [
+            meta.setdefault("annotations", {}).update({"example.com/blob": half})
+            for meta in (job["metadata"], job["spec"]["template"]["metadata"])],
+        "%d environment variables" % (kib * 16): lambda job: _spec(job)["containers"][0].update(
+            env=[{"name": "V%d" % i, "value": "x"} for i in range(kib * 16)]),
+    }, "big")
+
+
+def pod_security_jobs(namespace, resource):
+    """Jobs whose pods Pod Security baseline refuses, by the controls outside the device door."""
+    return _routes(namespace, resource, {
+        "seccomp Unconfined": lambda job: _spec(job)["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+        "sysctl kernel.msgmax": lambda job: _spec(job)["securityContext"].update(
+            sysctls=[{"name": "kernel.msgmax", "value": "65536"}]),
+        "AppArmor Unconfined": lambda job: _container_security(job, appArmorProfile={"type": "Unconfined"}),
+        "SELinux type spc_t": lambda job: _container_security(job, seLinuxOptions={"type": "spc_t"}),
+        "probe on another host": lambda job: _spec(job)["containers"][0].update(
+            livenessProbe={"tcpSocket": {"host": "169.254.169.254", "port": 80}}),
+    }, "pss")
+
+
+def workload_object(kind, name, namespace, resource, image=PROBE_IMAGE):
+    """A ``kind`` of apps/v1 (Deployment, StatefulSet) whose pods would run outside Kueue."""
+    pod = bare_pod(name, namespace, resource, per_container=0, image=image)
+    pod["spec"]["restartPolicy"] = "Always"
+    labels = {PROBE_LABEL: "isolation", "app": PROBE_PREFIX + name}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": pod["metadata"],
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod["spec"]}}}
+
+
+def big_config_map(name, namespace, kib):
+    """A ConfigMap of ``kib`` KiB and one more."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": PROBE_PREFIX + name, "namespace": namespace, "labels": {PROBE_LABEL: "isolation"}},
+            "data": {"blob": "x" * ((kib + 1) * 1024)}}
 
 
 def privileged_pod(name, namespace, image=PROBE_IMAGE):
