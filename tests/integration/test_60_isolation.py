@@ -2,6 +2,7 @@
 against the real API server, RBAC, admission and Kueue: each attempt is refused, and the test asserts by whom
 and with which message. Writes that must be refused are dry runs, so a regression changes nothing."""
 
+import copy
 import json
 import os
 import uuid
@@ -371,7 +372,7 @@ def test_the_report_has_the_attempts(cluster):
         report = json.load(handle)
     scenario = next(s for s in report["scenarios"] if s["name"] == "isolation")
     numbers = sorted({c["check"].split(".")[0] for c in scenario["checks"] if c["check"][0].isdigit()}, key=int)
-    assert numbers == [str(n) for n in range(1, 13)]
+    assert numbers == [str(n) for n in range(1, 21)]
     assert all(c["passed"] for c in scenario["checks"]), [c for c in scenario["checks"] if not c["passed"]]
     rows = {c["check"]: c for c in scenario["checks"]}
     assert "no tenant's Running pods hold more GPUs than Kueue reserved for it (isolation)" in rows
@@ -386,3 +387,200 @@ def test_the_report_has_the_attempts(cluster):
         markdown = handle.read()
     assert "## A tenant that tries to cheat: team-a against team-b" in markdown
     assert "| 2. Job labelled with team-b's LocalQueue team-b-queue | never admitted" in markdown
+
+
+# Round three: routes that keep GPUs after Kueue released them, lock the other tenant out, hold quota for pods that
+# never run, or go around Kueue with the built-in edit role. Each is refused at admission, naming the policy and
+# the field.
+DELETIONS = ("ValidatingAdmissionPolicy 'fairgpu-tenant-job-deletions' with binding 'fairgpu-tenant-job-deletions' "
+             "denied request: a tenant Job is deleted with its pods (DeleteOptions propagationPolicy Background or "
+             "Foreground")
+
+
+def _template(job):
+    return job["spec"]["template"]["spec"]
+
+
+def _resources(requests, limits=None):
+    def change(job):
+        _template(job)["containers"][0]["resources"] = dict({"requests": requests}, **({"limits": limits} if limits else {}))
+    return change
+
+
+def _anti_affinity(**selector):
+    term = dict({"labelSelector": {"matchExpressions": [{"key": "job-name", "operator": "Exists"}]},
+                 "topologyKey": "nvidia.com/gpu.product"}, **selector)
+    return lambda job: _template(job).update(affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+
+
+@pytest.mark.parametrize("route, change, message", [
+    ("job-finalizer", lambda job: job["metadata"].update(finalizers=["example.com/keep"]),
+     "tenant Jobs may not carry finalizers (metadata.finalizers)"),
+    ("pod-finalizer", lambda job: job["spec"]["template"]["metadata"].update(finalizers=["example.com/keep"]),
+     "tenant Jobs may not give their pods finalizers (template metadata.finalizers)"),
+    ("lockout-selector", _anti_affinity(namespaceSelector={"matchLabels": {"fairgpu.io/tenant": "team-b"}}),
+     "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
+    ("lockout-namespaces", _anti_affinity(namespaces=["team-b"]),
+     "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
+    ("node-name", lambda job: _template(job).update(nodeName="gpu-node-0"), "tenant Jobs may not set nodeName"),
+    ("scheduler", lambda job: _template(job).update(schedulerName="nowhere"),
+     "tenant Jobs may name only the scheduler default-scheduler (schedulerName)"),
+    ("gates", lambda job: _template(job).update(schedulingGates=[{"name": "example.com/hold"}]),
+     "tenant Jobs may not set schedulingGates"),
+    ("managed-by", lambda job: job["spec"].update(managedBy="example.com/elsewhere"),
+     "tenant Jobs may not set spec.managedBy"),
+    ("cpu-limit", _resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "96", "memory": "16Mi"}),
+     "tenant Jobs' cpu limits may be at most 4 times their requests"),
+    ("memory-limit", _resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "10m", "memory": "1Ti"}),
+     "tenant Jobs' memory limits may be at most 2 times their requests"),
+    # No limit: the LimitRange's default limit (1 CPU) applies, below the request, and the pod would be refused.
+    ("request-above-default-limit", _resources({"cpu": "8", "memory": "1Gi"}),
+     "tenant Jobs' cpu limits may be at most 4 times their requests, and no request above its limit"),
+    ("big", lambda job: _template(job)["containers"][0].update(
+        env=[{"name": "V%d" % i, "value": "x" * 64} for i in range(2000)]),
+     "a tenant Job may carry at most 256 KiB of labels, annotations, commands, arguments and environment values"),
+    ("seccomp", lambda job: _template(job).update(securityContext={"seccompProfile": {"type": "Unconfined"}}),
+     "tenant Jobs may not run Unconfined by seccomp (Pod Security baseline)"),
+    ("sysctl", lambda job: _template(job).update(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}),
+     "tenant Jobs may set only the sysctls Pod Security baseline calls safe"),
+    ("selinux", lambda job: _template(job)["containers"][0].update(securityContext={"seLinuxOptions": {"type": "spc_t"}}),
+     "tenant Jobs may set seLinuxOptions only to the types container_t"),
+    ("apparmor", lambda job: _template(job)["containers"][0].update(securityContext={
+        "appArmorProfile": {"type": "Unconfined"}}), "tenant Jobs may use only the AppArmor profiles"),
+    ("probe-host", lambda job: _template(job)["containers"][0].update(livenessProbe={
+        "httpGet": {"host": "169.254.169.254", "port": 80}}), "tenant Jobs may not point probes or lifecycle hooks"),
+])
+def test_13_to_19_round_three_jobs_are_refused_when_created(alice, route, change, message):
+    job = load_job("it-r3-" + route, "team-a", queue="team-a-queue", gpus=0)
+    change(job)
+    assert JOB_POLICY + message in refused(k8s.BatchV1Api(alice).create_namespaced_job, "team-a", job, dry_run=DRY)
+
+
+def test_13_a_job_is_deleted_with_its_pods(alice, batch, kueue):
+    api = k8s.BatchV1Api(alice)
+    api.create_namespaced_job("team-a", load_job("it-orphan", "team-a", queue="team-a-queue", seconds=120,
+                                                 labels={"it-cheat": "1"}))
+    try:
+        assert judged(kueue, "team-a", "it-orphan")["status"] == "True"
+        # --cascade=orphan, the batch/v1 default with no DeleteOptions, and the deprecated orphanDependents.
+        for options in ({"propagation_policy": "Orphan"}, {}, {"orphan_dependents": True}):
+            assert DELETIONS in refused(api.delete_namespaced_job, "it-orphan", "team-a", dry_run=DRY, **options)
+        assert api.delete_namespaced_job("it-orphan", "team-a", propagation_policy="Background", dry_run=DRY)
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
+
+
+@pytest.fixture()
+def editor(cluster):
+    """A user of team-a's group and of a group bound to Kubernetes' built-in edit ClusterRole in team-a, as many
+    platforms hand it out (the kubernetes client sends one Impersonate-Group header, so the binding names the
+    user)."""
+    rbac = k8s.RbacAuthorizationV1Api(cluster)
+    binding = {"metadata": {"name": "it-edit"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                            "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "eve"}]}
+    rbac.create_namespaced_role_binding("team-a", binding)
+    yield as_user("eve", "team-a")
+    rbac.delete_namespaced_role_binding("it-edit", "team-a")
+
+
+def test_20_the_edit_role_runs_nothing_outside_kueue(editor, alice, batch, core):
+    pods, apps, jobs = k8s.CoreV1Api(editor), k8s.AppsV1Api(editor), k8s.BatchV1Api(editor)
+    creators = ("ValidatingAdmissionPolicy 'fairgpu-tenant-pods' with binding 'fairgpu-tenant-pods' denied request: "
+                "pods in a tenant namespace are created by the Job controller for Jobs that Kueue admitted; eve may "
+                "not create them")
+    big_cpu = {"metadata": {"name": "it-cpu"}, "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+        "requests": {"cpu": "95"}, "limits": {"cpu": "95"}}}]}}
+    assert creators in refused(pods.create_namespaced_pod, "team-a", big_cpu, dry_run=DRY)
+    forged = gpu_pod("it-forged", "team-a", owner_uid=str(uuid.uuid4()))
+    assert creators in refused(pods.create_namespaced_pod, "team-a", forged, dry_run=DRY)
+    deployment = {"metadata": {"name": "it-dep"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    assert ("ValidatingAdmissionPolicy 'fairgpu-tenant-workloads' with binding 'fairgpu-tenant-workloads' denied "
+            "request: tenant namespaces run work as Jobs that Kueue admits: a Deployment would run pods outside") in refused(
+        apps.create_namespaced_deployment, "team-a", deployment, dry_run=DRY)
+    blob = {"metadata": {"name": "it-blob"}, "data": {"blob": "x" * (257 * 1024)}}
+    assert ("ValidatingAdmissionPolicy 'fairgpu-tenant-object-size' with binding 'fairgpu-tenant-object-size' denied "
+            "request: a ConfigMap in a tenant namespace may hold at most 256 KiB") in refused(
+        pods.create_namespaced_config_map, "team-a", blob, dry_run=DRY)
+    assert DELETIONS in refused(jobs.delete_collection_namespaced_job, "team-a", propagation_policy="Orphan",
+                                dry_run=DRY)
+    # Its own waiting Job: more GPUs than its maximum, so Kueue never admits it; only Kueue lifts the suspension.
+    k8s.BatchV1Api(alice).create_namespaced_job("team-a", load_job("it-held", "team-a", queue="team-a-queue", gpus=17,
+                                                                   labels={"it-cheat": "1"}))
+    try:
+        assert JOB_POLICY + "only Kueue lifts the suspension of a tenant Job (spec.suspend)" in refused(
+            jobs.patch_namespaced_job, "it-held", "team-a", {"spec": {"suspend": False}}, dry_run=DRY)
+        assert batch.read_namespaced_job("it-held", "team-a").spec.suspend is True
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
+
+
+def test_20_past_kueue_the_limit_range_and_the_priority_quota_hold(core):
+    # Someone allowed to create pods (here the cluster admin): the LimitRange's ratio and the PriorityClass quota.
+    ratio = {"metadata": {"name": "it-ratio"}, "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+        "requests": {"cpu": "10m"}, "limits": {"cpu": "96"}}}]}}
+    assert "cpu max limit to request ratio per Container is 4, but provided ratio is 9600" in refused(
+        core.create_namespaced_pod, "team-a", ratio, dry_run=DRY)
+    critical = {"metadata": {"name": "it-critical"}, "spec": {"priorityClassName": "system-node-critical",
+                                                              "containers": [{"name": "c", "image": "x"}]}}
+    assert "exceeded quota: fairgpu-denied-priority, requested: pods=1, used: pods=0, limited: pods=0" in refused(
+        core.create_namespaced_pod, "team-a", critical, dry_run=DRY)
+
+
+@pytest.fixture()
+def restricted_namespace(cluster):
+    """The Job policy as a namespace enforcing restricted gets it (tenants_isolation.pod_security_enforce:
+    restricted), bound to a namespace of its own under another name, so that the suite's tenants keep baseline."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import admission, objects
+
+    admissions = k8s.AdmissionregistrationV1Api(cluster)
+    policy, binding = [copy.deepcopy(o) for o in admission.policies(
+        objects.isolation_policy({"pod_security_enforce": "restricted"}), objects.DEFAULT_CONTAINER_RESOURCES)
+        if o["metadata"]["name"] == "fairgpu-tenant-jobs"]
+    for obj in (policy, binding):
+        obj["metadata"] = {"name": "it-restricted-jobs"}
+    binding["spec"]["policyName"] = "it-restricted-jobs"
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"it-restricted": "true"}}}
+    core = k8s.CoreV1Api(cluster)
+    core.create_namespace({"metadata": {"name": "it-restricted", "labels": {"it-restricted": "true"}}})
+    admissions.create_validating_admission_policy(policy)
+    admissions.create_validating_admission_policy_binding(binding)
+    try:
+        yield "it-restricted"
+    finally:
+        admissions.delete_validating_admission_policy_binding("it-restricted-jobs")
+        admissions.delete_validating_admission_policy("it-restricted-jobs")
+        core.delete_namespace("it-restricted")
+
+
+@pytest.mark.parametrize("route, change, message", [
+    ("escalation", lambda s: s["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+     "tenant Jobs must set securityContext.allowPrivilegeEscalation: false in every container"),
+    ("capability", lambda s: s["containers"][0]["securityContext"].update(capabilities={"drop": ["ALL"], "add": ["CHOWN"]}),
+     "tenant Jobs must drop ALL capabilities and may add only NET_BIND_SERVICE"),
+    ("root", lambda s: s["securityContext"].pop("runAsNonRoot"), "tenant Jobs must set securityContext.runAsNonRoot: true"),
+    ("uid-0", lambda s: s["securityContext"].update(runAsUser=0), "tenant Jobs may not set securityContext.runAsUser: 0"),
+    ("seccomp", lambda s: s["securityContext"].pop("seccompProfile"),
+     "tenant Jobs must set securityContext.seccompProfile.type RuntimeDefault or Localhost"),
+    ("nfs", lambda s: s.update(volumes=[{"name": "n", "nfs": {"server": "nfs.example", "path": "/"}}]),
+     "tenant Jobs may use only the volume types Pod Security restricted allows"),
+])
+def test_19_restricted_namespaces_refuse_what_restricted_refuses(batch, restricted_namespace, route, change, message):
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.isolation import probe_job
+
+    job = probe_job("it-" + route, restricted_namespace, "nvidia.com/gpu", gpus=0)  # passes restricted as it is
+    compliant = copy.deepcopy(job)
+    change(job["spec"]["template"]["spec"])
+
+    def refusal():
+        try:
+            batch.create_namespaced_job(restricted_namespace, job, dry_run=DRY)
+        except ApiException as exc:
+            return json.loads(exc.body)["message"]
+        return None
+    # A new binding takes effect within seconds (the API server's policy informer).
+    assert ("ValidatingAdmissionPolicy 'it-restricted-jobs' with binding 'it-restricted-jobs' denied request: "
+            + message) in wait_until(refusal, 20, what="the restricted Job policy to refuse " + route)
+    assert batch.create_namespaced_job(restricted_namespace, compliant, dry_run=DRY).metadata.name == job["metadata"]["name"]
