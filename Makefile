@@ -73,10 +73,15 @@ lint: setup
 sanity: setup
 	VENV=$(VENV) bash tests/sanity/run.sh
 
-# The alert rules: promtool (built by the toolchain) checks the rule file and runs its tests.
+# The alert rules: promtool (built by the toolchain) checks the rule file and runs its tests; then the rule file with
+# FairgpuGpuPodOutsideTenants' for: below one scrape interval, whose test shows that for: firing falsely.
 rules: setup
 	set -o pipefail; promtool=$$(bash files/toolchain/toolchain.sh ensure prometheus | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["binaries"]["promtool"])'); \
-	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml
+	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml && \
+	  short=$$(mktemp -d) && trap 'rm -rf "$$short"' EXIT && cp tests/rules/fairgpu-alerts-short-for.test.yml "$$short/" && \
+	  PYTHONPATH=.collections $(BIN)/python -c 'import sys; from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import rules_with_for; sys.stdout.write(rules_with_for(sys.stdin.read(), {"FairgpuGpuPodOutsideTenants": "15s"}))' \
+	    < files/monitoring/fairgpu-alerts.rules.yml > "$$short/fairgpu-alerts.rules.yml" && \
+	  $$promtool test rules "$$short/fairgpu-alerts-short-for.test.yml"
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 # --durations: the slowest tests with their times, so a CI log shows where its minutes went (README: Tests).

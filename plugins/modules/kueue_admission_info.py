@@ -51,6 +51,16 @@ options:
         overhead).
     type: bool
     default: false
+  gpu_pods:
+    description:
+      - Also read every pod bound to a node that holds accelerator devices (whole or shared GPUs, MIG devices),
+        cluster-wide and whoever owns it, and report those no admitted Workload accounts for (RV(outside_kueue)), with
+        why (no owner, an owner Job without an admitted Workload, Terminating past its grace period, in a namespace
+        that is no tenant's). Timeline samples then carry the list too.
+      - The pods are those kube-scheduler counts on their nodes (bound, neither Succeeded nor Failed, Terminating
+        included), in one cluster-wide list; Workloads are read in each namespace that holds such pods.
+    type: bool
+    default: false
   wait_for:
     description:
       - Poll until Kueue's state meets this condition, recording a timeline, then report.
@@ -259,6 +269,47 @@ workloads:
           message: The workload is admitted
           last_transition_time: "2026-11-30T10:00:05Z"
       created: "2026-11-30T10:00:04Z"
+outside_kueue:
+  description:
+    - With O(gpu_pods), the pods that hold accelerator devices no admitted Workload accounts for, sorted by namespace
+      and name.
+  returned: when O(gpu_pods=true)
+  type: list
+  elements: dict
+  contains:
+    namespace:
+      description: The pod's namespace.
+      type: str
+    pod:
+      description: The pod's name.
+      type: str
+    uid:
+      description: The pod's UID.
+      type: str
+    node:
+      description: The node it is bound to (C(spec.nodeName)).
+      type: str
+    devices:
+      description: Accelerator resource to the devices the pod holds (Kubernetes' pod request rule).
+      type: dict
+    tenant:
+      description: Whether its namespace is one of O(namespaces).
+      type: bool
+    why:
+      description: Why no admitted Workload accounts for it.
+      type: str
+    since:
+      description: For a pod being deleted, its deletion deadline (Unix time), from which it counts; else null.
+      type: float
+  sample:
+    - namespace: default
+      pod: orphan-0
+      uid: 0b1c2d3e-0000-4000-8000-000000000001
+      node: fairgpu-gpu-0
+      devices: {nvidia.com/gpu: 2}
+      tenant: false
+      why: "namespace default is no tenant's; no owner"
+      since: null
 elapsed:
   description: Seconds spent until O(wait_for) held (0 without O(wait_for)).
   returned: always
@@ -280,20 +331,27 @@ timeline:
         - Per ClusterQueue name, C(reserved), C(borrowed), C(running) and C(terminating) in devices (running and
           terminating are held by pods, with O(pods)), C(pending) and C(admitted) in workloads.
       type: dict
+    outside_kueue:
+      description: With O(gpu_pods), RV(outside_kueue) as read for this sample.
+      type: list
+      elements: dict
   sample:
     - t: 1.002
       ts: 1796032682.5
       queues:
         team-a: {reserved: 16, borrowed: 8, pending: 4, admitted: 16, running: 16, terminating: 0}
+      outside_kueue: []
 """
 
 import copy
+import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import attribution
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import (
     admission_info,
     condition_met,
@@ -318,6 +376,7 @@ def argspec():
         resource=dict(type="str", default=GPU_RESOURCE),
         workloads=dict(type="bool", default=True),
         pods=dict(type="bool", default=False),
+        gpu_pods=dict(type="bool", default=False),
         wait_for=dict(type="dict"),
         wait_timeout=dict(type="float", default=120),
         poll_interval=dict(type="float", default=1),
@@ -338,10 +397,12 @@ def read(module, client):
         cluster_queues = list_items(client, "ClusterQueue")
         if namespaces:
             local_queues = [lq for ns in namespaces for lq in list_items(client, "LocalQueue", ns)]
-            workloads = [w for ns in namespaces for w in list_items(client, "Workload", ns)] if params["workloads"] else []
+            by_namespace = {ns: list_items(client, "Workload", ns) for ns in namespaces} if params["workloads"] else {}
+            workloads = [w for ns in namespaces for w in by_namespace.get(ns, [])]
         else:
             local_queues = list_items(client, "LocalQueue")
             workloads = list_items(client, "Workload") if params["workloads"] else []
+            by_namespace = {}
     except ResourceNotFoundError as exc:
         module.fail_json(msg="Kueue's API %s is not installed on this cluster: %s" % (KUEUE_API, exc))
     except DynamicApiError as exc:
@@ -359,8 +420,15 @@ def read(module, client):
     missing = sorted(queue_names - {cq["metadata"]["name"] for cq in cluster_queues})
     if missing:
         module.fail_json(msg="ClusterQueue(s) %s do not exist" % ", ".join(missing))
-    return admission_info(cluster_queues, local_queues, workloads, resource=params["resource"],
+    info = admission_info(cluster_queues, local_queues, workloads, resource=params["resource"],
                           queue_names=queue_names or None, pods=pods)
+    if params["gpu_pods"]:
+        try:
+            node_pods, node_workloads = attribution.read(client, by_namespace)
+        except DynamicApiError as exc:
+            module.fail_json(msg="cannot read the pods on the nodes: %s %s" % (exc.status, exc.reason))
+        info["outside_kueue"] = attribution.outside_kueue(node_pods, node_workloads, namespaces, time.time())
+    return info
 
 
 def run(module, client, waiter=None):

@@ -37,7 +37,10 @@ description:
     C(fairgpu-probe-edit), removed at the end), pods of its own, Deployments and StatefulSets, lifting Kueue's
     suspension, and a pod of PriorityClass system-node-critical."
   - "The tenant's and O(other)'s Running pods are compared with what Kueue reserved for them after each
-    attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant."
+    attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant. Each of
+    those reads also lists every pod on the nodes that holds devices, cluster-wide and whoever owns it, and the
+    scenario fails naming each one no admitted Workload accounts for (no owner, an owner Job without an admitted
+    Workload, Terminating past its grace period, in a namespace that is no tenant's)."
   - Writes that must be refused are sent as server-side dry runs, so nothing changes even if one got through.
     The probe's Jobs (prefix C(fairgpu-probe-), label C(fairgpu.io/probe)) are real and deleted at the end.
   - Needs an identity allowed to impersonate users and groups (cluster admin); the kubeconfig's identity also
@@ -89,6 +92,7 @@ options:
     description:
       - Seconds a tenant's Running pods may hold more devices than Kueue reserved for it (a deleted Job's pods
         outlive its Workload until the garbage collector marks them deleted).
+      - And seconds a pod on the nodes may hold devices no admitted Workload accounts for.
     type: float
     default: 10
   termination_grace_max_seconds:
@@ -161,6 +165,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     WORKLOAD_PREFIX,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import attribution
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import attempts as table
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
@@ -202,7 +207,8 @@ class Probe(object):
     """The one executor of the attempts (``validation/attempts.py``): sends each attempt's requests as the tenant,
     the other tenant or the module's identity (``clients``, keyed ``attempts.TENANT``, ``OTHER``, ``ADMIN``), waits
     with the shared ``waiter``, reads what the cluster decided, has ``isolation`` judge it, and cleans up. After
-    each attempt number it samples Kueue's reservations against the devices the tenants' Running pods hold."""
+    each attempt number it samples Kueue's reservations against the devices the tenants' Running pods hold, and
+    the pods on the nodes outside Kueue."""
 
     def __init__(self, module, clients, waiter):
         self.module, self.clients, self.waiter = module, clients, waiter
@@ -246,7 +252,7 @@ class Probe(object):
                 namespace=self.ns)
 
     def run(self, attempts):
-        """Every attempt in order, a sample of Kueue's state after each attempt number, then the accounting check.
+        """Every attempt in order, a sample of Kueue's state after each attempt number, then the accounting checks.
         Returns the report rows, by attempt number."""
         rows, number = [], None
         for attempt in attempts:
@@ -255,7 +261,9 @@ class Probe(object):
             number = attempt.number
             rows.append(self.attempt(attempt))
         self.read_state()
-        rows.append(validation.accounting_check(self.samples, self.module.params["accounting_grace_seconds"], "isolation"))
+        grace = self.module.params["accounting_grace_seconds"]
+        rows.append(validation.accounting_check(self.samples, grace, "isolation"))
+        rows.append(validation.gpu_pods_check(self.samples, grace, "isolation"))
         return sorted(rows, key=lambda c: int(c["check"].split(".")[0]) if c["check"][0].isdigit() else 99)
 
     def attempt(self, attempt):
@@ -415,8 +423,9 @@ class Probe(object):
         return value
 
     def read_state(self):
-        """Kueue's reservations and the devices the two tenants' Running pods hold (``kueue_status``), kept as a
-        timeline sample."""
+        """Kueue's reservations, the devices the two tenants' Running pods hold (``kueue_status``) and every pod on
+        the nodes that holds devices no admitted Workload accounts for (``attribution``), kept as a timeline
+        sample."""
         namespaces = self.tenant["namespaces"] + self.other["namespaces"]
         queues = self.admin.get(self.admin.resource("ClusterQueue", KUEUE_API)).to_dict()["items"]
         local_queues = [q for ns in namespaces
@@ -425,6 +434,8 @@ class Probe(object):
                 for p in self.admin.get(self.admin.resource("Pod", "v1"), namespace=ns).to_dict()["items"]]
         info = kueue_status.admission_info(queues, local_queues, [], resource=self.tenant["gpu_resource"],
                                            queue_names={self.tenant["name"], self.other["name"]}, pods=pods)
+        node_pods, workloads = attribution.read(self.admin)
+        info["outside_kueue"] = attribution.outside_kueue(node_pods, workloads, namespaces, self.waiter.wall())
         self.samples.append(kueue_status.sample(info, self.waiter.monotonic() - self.start, self.waiter.wall()))
         return info
 

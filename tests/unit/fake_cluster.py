@@ -60,6 +60,20 @@ def _selected(obj, selector):
     return True
 
 
+def _fields_selected(obj, selector):
+    """The API server's field selector terms ``path=value`` and ``path!=value`` on dotted paths (``spec.nodeName``,
+    ``status.phase``); a missing field reads as ""."""
+    for term in filter(None, (selector or "").split(",")):
+        negated = "!=" in term
+        path, _sep, value = term.partition("!=" if negated else "=")
+        found = obj
+        for key in path.split("."):
+            found = (found or {}).get(key) if isinstance(found, dict) else None
+        if ((found or "") == value) == negated:
+            return False
+    return True
+
+
 def _pod_gpus(spec):
     return sum(int((c.get("resources") or {}).get("requests", {}).get(GPU, 0)) for c in spec.get("containers", []))
 
@@ -379,7 +393,7 @@ class FakeClient(object):
         if refused:
             raise _error(403, refused)
 
-    def get(self, resource, name=None, namespace=None, label_selector=None):
+    def get(self, resource, name=None, namespace=None, label_selector=None, field_selector=None):
         self._check("get" if name else "list", resource, namespace)
         cluster = self.cluster
         if name:
@@ -389,7 +403,8 @@ class FakeClient(object):
             if resource.kind == "ResourceQuota":
                 obj = dict(obj, status=cluster.quota_status(namespace))
             return _Instance(cluster.visible(obj))
-        items = [o for o in cluster.items(resource.kind, namespace) if _selected(o, label_selector)]
+        items = [o for o in cluster.items(resource.kind, namespace)
+                 if _selected(o, label_selector) and _fields_selected(o, field_selector)]
         if resource.kind == "ClusterQueue":
             items = [cluster.cluster_queue(q) for q in items]
         if resource.kind == "Pod":

@@ -15,6 +15,7 @@ import fake_cluster
 from fake_clock import FakeClock
 
 ACCOUNTING = "no tenant's Running pods hold more GPUs than Kueue reserved for it (isolation)"
+GPU_PODS = "every GPU pod on the nodes belongs to an admitted Workload (isolation)"
 
 
 class Ended(Exception):
@@ -70,9 +71,11 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     scenario = result["scenario"]
     checks = scenario["checks"]
     assert scenario["name"] == "isolation" and scenario["title"] == "A tenant that tries to cheat: team-a against team-b"
-    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-1]}) == list(range(1, 21))
-    assert [int(c["check"].split(".")[0]) for c in checks[:-1]] == sorted(int(c["check"].split(".")[0]) for c in checks[:-1])
-    assert checks[-1]["check"] == ACCOUNTING and checks[-1]["observed"] == "never (22 samples)"
+    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-2]}) == list(range(1, 21))
+    assert [int(c["check"].split(".")[0]) for c in checks[:-2]] == sorted(int(c["check"].split(".")[0]) for c in checks[:-2])
+    assert checks[-2]["check"] == ACCOUNTING and checks[-2]["observed"] == "never (22 samples)"
+    # The fake's pods are never bound to a node (no spec.nodeName): the cluster-wide read lists none.
+    assert checks[-1]["check"] == GPU_PODS and checks[-1]["observed"] == "none (22 samples)" and checks[-1]["passed"]
     rows = {c["check"]: c for c in checks}
     assert rows["2. Job labelled with team-b's LocalQueue team-b-queue"]["observed"] == (
         "QuotaReserved=False (Inadmissible): LocalQueue team-b-queue doesn't exist; pods: 0")

@@ -18,7 +18,7 @@ class Ended(Exception):
 class Module(object):
     def __init__(self, **params):
         self.params = dict(namespaces=["team-a", "team-b"], cluster_queues=[], resource="nvidia.com/gpu", workloads=True,
-                           pods=True, wait_for=None, wait_timeout=120, poll_interval=1)
+                           pods=True, gpu_pods=False, wait_for=None, wait_timeout=120, poll_interval=1)
         self.params.update(params)
 
     def exit_json(self, **result):

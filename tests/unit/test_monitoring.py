@@ -19,7 +19,7 @@ TENANTS = [{"name": "team-a", "namespaces": ["team-a", "team-a-dev"], "gpus": 8}
 def test_shipped_rules_say_five_minutes_for_the_over_guarantee_alert():
     assert monitoring.alerts(RULES) == {"FairgpuTenantOverGuarantee": "5m", "FairgpuTenantStarved": "5m",
                                         "FairgpuTenantGpusOutsideKueue": "2m", "FairgpuPodGpuMemoryHigh": "10m",
-                                        "FairgpuKueueDown": "5m"}
+                                        "FairgpuGpuPodOutsideTenants": "30s", "FairgpuKueueDown": "5m"}
     for group in yaml.safe_load(RULES)["groups"]:
         for rule in group["rules"]:
             if "record" in rule:

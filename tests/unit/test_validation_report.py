@@ -33,12 +33,17 @@ def job(name, succeeded=1):
     return {"metadata": {"name": name}, "status": {"succeeded": succeeded}}
 
 
-def point(ts, a_reserved, a_running, b_reserved, b_running):
+def point(ts, a_reserved, a_running, b_reserved, b_running, orphans=()):
+    """A sample as kueue_admission_info writes it with pods and gpu_pods: ``orphans``, the names of team-a's pods
+    with no owner on the nodes (attribution.outside_kueue entries)."""
     return {"t": ts - 90.0, "ts": ts, "queues": {"team-a": {"reserved": a_reserved, "running": a_running},
-                                                 "team-b": {"reserved": b_reserved, "running": b_running}}}
+                                                 "team-b": {"reserved": b_reserved, "running": b_running}},
+            "outside_kueue": [{"namespace": "team-a", "pod": name, "uid": "uid-" + name, "node": "fairgpu-gpu-0",
+                               "devices": {"nvidia.com/gpu": 1}, "tenant": True, "why": "no owner", "since": None}
+                              for name in orphans]}
 
 
-def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, outside=None):
+def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, outside=None, orphaned=None):
     a_jobs = [j["name"] for j in load_jobs(A, 20, "flood", 30)]
     b_jobs = [j["name"] for j in load_jobs(B, 8, "flood", 30)]
     after = {"workloads": [wl(n, "team-a", preempted=i < 8) for i, n in enumerate(a_jobs)]}
@@ -49,6 +54,8 @@ def scenario(preempted_with_event=True, ttg_ts=105.0, running_ts=130.0, lost=0, 
     running = [point(running_ts, 8, 8, 8, 8)]
     if outside is not None:  # team-a's pods keep holding 16 GPUs, 8 of them outside Kueue's accounting
         running += [point(running_ts + s, 8, 16, 8, 8) for s in range(1, outside + 1)]
+    if orphaned is not None:  # 2 pods of team-a, their Job deleted with --cascade=orphan, run on the nodes
+        running += [point(running_ts + s, 8, 8, 8, 8, orphans=("orphan-0", "orphan-1")) for s in range(orphaned + 1)]
     return flood_result(
         "flood", A, B, 16, 16, 20,
         {"queues": queues(16, 8, 44, 0), "timeline": [point(90.0, 16, 16, 0, 0)]},
@@ -95,6 +102,16 @@ def test_pods_outside_kueue_fail_the_flood_and_name_the_tenant_that_holds_them()
     assert [c["check"] for c in failed] == [
         "no tenant's Running pods hold more GPUs than Kueue reserved for it (flood)"]
     assert failed[0]["observed"].startswith("team-a: pods hold 16, Kueue reserved 8") and "team-b" not in failed[0]["observed"]
+
+
+def test_orphaned_pods_on_the_nodes_fail_the_flood_and_are_named():
+    # Within the grace (5 s here; a deleted Job's pods before the garbage collector marks them), no failure.
+    assert all(c["passed"] for c in scenario(orphaned=4)["checks"])
+    failed = [c for c in scenario(orphaned=7)["checks"] if not c["passed"]]
+    assert [c["check"] for c in failed] == ["every GPU pod on the nodes belongs to an admitted Workload (flood)"]
+    assert failed[0]["observed"] == ("team-a/orphan-0 on fairgpu-gpu-0 (1 nvidia.com/gpu): no owner, for 7.0 s "
+                                     "(t=47.0 s); team-a/orphan-1 on fairgpu-gpu-0 (1 nvidia.com/gpu): no owner, "
+                                     "for 7.0 s (t=47.0 s)")
 
 
 def test_report_document_and_markdown():

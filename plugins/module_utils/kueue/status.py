@@ -320,8 +320,9 @@ def sample(info, seconds, wall_time):
     """One point of a timeline: ``{"t": seconds since the wait began, "ts": wall_time (Unix seconds),
     "queues": {name: {reserved, borrowed, pending, admitted, running, terminating, started}}}`` (running and
     terminating: devices held by the queue's Running pods, started: those of its Running and Succeeded pods, when
-    pods were read)."""
-    return {
+    pods were read), and ``"outside_kueue"`` when ``info`` has it (``attribution.outside_kueue``: the pods on the
+    nodes that hold devices no admitted Workload accounts for)."""
+    point = {
         "t": round(seconds, 3),
         "ts": round(wall_time, 3),
         "queues": {
@@ -332,3 +333,6 @@ def sample(info, seconds, wall_time):
             for name, q in sorted(info["queues"].items())
         },
     }
+    if "outside_kueue" in info:
+        point["outside_kueue"] = info["outside_kueue"]
+    return point

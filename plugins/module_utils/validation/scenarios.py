@@ -101,6 +101,40 @@ def accounting_check(timeline, grace_seconds, where):
                   "never longer than %s s" % grace_seconds, observed, not over and bool(timeline))
 
 
+def gpu_pods_check(timeline, grace_seconds, where):
+    """Every pod on the nodes that holds accelerator devices belongs to an admitted Workload that accounts for
+    them, whoever owns the pod and whatever its namespace: none is listed outside Kueue for longer than
+    ``grace_seconds`` in a row.
+
+    ``timeline``: samples read with ``outside_kueue`` (``attribution.outside_kueue``; samples without it are not
+    judged). A listed pod counts from its ``since`` (a pod being deleted: its deletion deadline, so a termination
+    grace period is never blamed) or else from the first sample that lists it; a sample that no longer lists it
+    ends its run. The grace is the accounting check's: a Job deleted with ``propagationPolicy: Background`` goes,
+    and its Workload with it, before the garbage collector marks its pods deleted (5.3 s seen), and a Workload
+    turns Finished or evicted a moment before its pods' phase or deletion catches up. Fails naming each pod
+    (namespace/name, node, devices, why, for how long); passes only when some sample was read with the list."""
+    start, over, judged = {}, {}, 0
+    for point in timeline:
+        if "outside_kueue" not in point:
+            continue
+        judged += 1
+        listed = {entry["uid"]: entry for entry in point["outside_kueue"]}
+        for uid in set(start) - set(listed):
+            del start[uid]
+        for uid, entry in sorted(listed.items()):
+            since = entry["since"] if entry.get("since") is not None else start.get(uid, point["ts"])
+            start[uid] = since
+            lasted = point["ts"] - since
+            if lasted > grace_seconds and lasted > over.get(uid, (0, ""))[0]:
+                devices = ", ".join("%d %s" % (count, name) for name, count in sorted(entry["devices"].items()))
+                over[uid] = (lasted, "%s/%s on %s (%s): %s, for %.1f s (t=%.1f s)" % (
+                    entry["namespace"], entry["pod"], entry["node"], devices, entry["why"], lasted, point["t"]))
+    observed = "; ".join(text for _lasted, text in sorted(over.values(), key=lambda o: o[1])) or (
+        "none (%d samples)" % judged if judged else "never read")
+    return _check("every GPU pod on the nodes belongs to an admitted Workload (%s)" % where,
+                  "none outside Kueue longer than %s s" % grace_seconds, observed, not over and judged > 0)
+
+
 def guarantee_times(timeline, queue, devices, arrival_ts):
     """``(seconds to Kueue's reservation, seconds to pods started)`` of ``queue``'s ``devices`` from
     ``arrival_ts`` (Unix time), from the first sample where each held; None where it never did. Started: the
@@ -131,7 +165,7 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
     its guarantee (read with pods, as ``arrived``); ``running_bound_seconds``: the bound on that, from
     ``arrival_ts``; ``backlog``: Jobs the flooder queued with the flood, behind it, before the arrival (pending in
     ``flooded``; deleted after the measurement, so not among ``jobs``); ``accounting_grace_seconds``: see
-    ``accounting_check``, applied to every sample read.
+    ``accounting_check`` and ``gpu_pods_check``, applied to every sample read.
     """
     f, a = flooder["name"], arriver["name"]
     checks = []
@@ -157,8 +191,9 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
                          % (a, arriver["gpus"], running_bound_seconds, with_backlog),
                          "<= %s s" % running_bound_seconds, "never" if ttr is None else "%.1f s" % ttr,
                          ttr is not None and ttr <= running_bound_seconds))
-    checks.append(accounting_check(flooded.get("timeline", []) + arrival + finished.get("timeline", []),
-                                   accounting_grace_seconds, scenario))
+    timeline = flooded.get("timeline", []) + arrival + finished.get("timeline", [])
+    checks.append(accounting_check(timeline, accounting_grace_seconds, scenario))
+    checks.append(gpu_pods_check(timeline, accounting_grace_seconds, scenario))
     flooder_workloads = _scenario_workloads(after, scenario)
     preempted = _preempted([w for w in flooder_workloads if w["namespace"] in flooder["namespaces"]])
     borrowed = flooded["queues"][f]["borrowed"]
@@ -195,7 +230,7 @@ def flood_result(scenario, flooder, arriver, reach, capacity, flood_jobs, floode
             "preemption_reasons": reasons,
             "finish_seconds": finished.get("elapsed"),
         },
-        "timeline": flooded.get("timeline", []) + arrival + finished.get("timeline", []),
+        "timeline": timeline,
     }
 
 
