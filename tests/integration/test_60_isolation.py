@@ -379,7 +379,7 @@ def test_the_report_has_the_attempts(cluster):
     child = next(c for name, c in rows.items() if name.startswith("8. "))
     assert "a tenant Job may not name a controller owner" in child["observed"]
     door = next(c for name, c in rows.items() if name.startswith("11. Jobs"))
-    assert "12 of 12 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs" in door["observed"]
+    assert "13 of 13 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs" in door["observed"]
     slots = [c for name, c in rows.items() if name.startswith("9. ")]
     assert "insufficient quota for pods" in slots[0]["observed"]
     assert scenario["metrics"]["pod_slots_time_to_running_seconds"] <= 60
@@ -437,6 +437,11 @@ def _anti_affinity(**selector):
     # No limit: the LimitRange's default limit (1 CPU) applies, below the request, and the pod would be refused.
     ("request-above-default-limit", _resources({"cpu": "8", "memory": "1Gi"}),
      "tenant Jobs' cpu limits may be at most 4 times their requests, and no request above its limit"),
+    ("pod-level-limit", lambda job: _template(job).update(resources={"requests": {"cpu": "1"}, "limits": {"cpu": "96"}}),
+     "tenant Jobs' cpu limits may be at most 4 times their requests"),
+    ("dra", lambda job: (_template(job).update(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpus"}]),
+                         _template(job)["containers"][0]["resources"].update(claims=[{"name": "gpu"}])),
+     "tenant Jobs may not claim devices through dynamic resource allocation (resourceClaims, resources.claims)"),
     ("big", lambda job: _template(job)["containers"][0].update(
         env=[{"name": "V%d" % i, "value": "x" * 64} for i in range(2000)]),
      "a tenant Job may carry at most 256 KiB of labels, annotations, commands, arguments and environment values"),
@@ -510,8 +515,9 @@ def test_20_the_edit_role_runs_nothing_outside_kueue(editor, alice, batch, core)
     k8s.BatchV1Api(alice).create_namespaced_job("team-a", load_job("it-held", "team-a", queue="team-a-queue", gpus=17,
                                                                    labels={"it-cheat": "1"}))
     try:
-        assert JOB_POLICY + "only Kueue lifts the suspension of a tenant Job (spec.suspend)" in refused(
-            jobs.patch_namespaced_job, "it-held", "team-a", {"spec": {"suspend": False}}, dry_run=DRY)
+        for change in ({"suspend": False}, {"parallelism": 16}):
+            assert JOB_POLICY + "only Kueue changes a tenant Job once it is created" in refused(
+                jobs.patch_namespaced_job, "it-held", "team-a", {"spec": change}, dry_run=DRY)
         assert batch.read_namespaced_job("it-held", "team-a").spec.suspend is True
     finally:
         delete_jobs(batch, "team-a", "it-cheat")

@@ -251,6 +251,8 @@ class FakeCluster(object):
                 routes.append("tenant Jobs may add only the capabilities Pod Security baseline allows")
             if any("hostPath" in v for v in spec.get("volumes", [])):
                 routes.append("tenant Jobs may not mount hostPath volumes (such as /dev)")
+            if spec.get("resourceClaims"):
+                routes.append("tenant Jobs may not claim devices through dynamic resource allocation")
             if spec.get("runtimeClassName"):
                 routes.append("tenant Jobs may not choose a runtime class (runtimeClassName)")
             if any(e["name"].startswith("NVIDIA_") for c in containers for e in c.get("env", [])) or any(
@@ -438,10 +440,10 @@ class FakeClient(object):
         obj = self.cluster.objects.get((resource.kind, namespace, name))
         if obj is None:
             raise _error(404, '%s "%s" not found' % (_plural(resource.kind), name), NotFoundError)
-        lifted = resource.kind == "Job" and body.get("spec", {}).get("suspend") is False
-        if lifted and self.user is not None and "round-three" not in self.cluster.leaks:
-            raise _error(403, self.cluster._policy("fairgpu-tenant-jobs", "Job", obj, "only Kueue lifts the suspension "
-                                                   "of a tenant Job (spec.suspend)"))
+        changed = resource.kind == "Job" and any(obj["spec"].get(k) != v for k, v in body.get("spec", {}).items())
+        if changed and self.user is not None and "round-three" not in self.cluster.leaks:
+            raise _error(403, self.cluster._policy("fairgpu-tenant-jobs", "Job", obj, "only Kueue changes a tenant Job "
+                                                   "once it is created"))
         if not dry_run and resource.kind == "Job" and "suspend" in body.get("spec", {}):
             obj["spec"]["suspend"] = body["spec"]["suspend"]
         return _Instance(obj)
@@ -472,8 +474,9 @@ def _round_three_routes(job):
         (spec.get("affinity"), "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
         (spec.get("nodeName") or spec.get("schedulerName") or spec.get("schedulingGates") or job["spec"].get("managedBy"),
          "tenant Jobs may not set nodeName, schedulerName, schedulingGates or spec.managedBy"),
-        (any("limits" not in (c.get("resources") or {}) or c["resources"]["limits"] != c["resources"].get("requests")
-             for c in containers), "tenant Jobs' cpu limits may be at most 4 times their requests"),
+        (spec.get("resources") or any("limits" not in (c.get("resources") or {}) or
+                                      c["resources"]["limits"] != c["resources"].get("requests") for c in containers),
+         "tenant Jobs' cpu limits may be at most 4 times their requests"),
         (sum(len(k) + len(v) for m in (job["metadata"], meta) for k, v in (m.get("annotations") or {}).items()) +
          sum(64 + len(e["name"]) + len(e.get("value", "")) for c in containers for e in c.get("env", [])) > 256 * 1024,
          "a tenant Job may carry at most 256 KiB"),

@@ -78,7 +78,7 @@ def test_device_door_jobs_are_valid_objects_each_reaching_for_the_node():
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.isolation import device_door_jobs
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label
     jobs = device_door_jobs("team-a", "nvidia.com/gpu", 30)
-    assert len(jobs) == 12
+    assert len(jobs) == 13
     for route, job in jobs.items():
         assert is_dns_label(job["metadata"]["name"]), route
         spec = job["spec"]["template"]["spec"]
@@ -88,5 +88,7 @@ def test_device_door_jobs_are_valid_objects_each_reaching_for_the_node():
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
     annotations = jobs["CDI device annotation"]["spec"]["template"]["metadata"]["annotations"]
     assert annotations["nvidia.cdi.k8s.io/container.probe"] == "nvidia.com/gpu=all"
+    claim = jobs["a DRA resource claim"]["spec"]["template"]["spec"]
+    assert claim["resourceClaims"][0]["name"] == claim["containers"][0]["resources"]["claims"][0]["name"] == "gpu"
     init = jobs["NVIDIA_VISIBLE_DEVICES in an init container"]["spec"]["template"]["spec"]["initContainers"][0]
     assert init["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}] and init["name"] == "init"

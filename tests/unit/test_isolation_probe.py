@@ -90,7 +90,7 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     burst = rows["10. a burst of Jobs past its Job quota (count/jobs.batch 100, 0 in use)"]
     assert burst["observed"].startswith("100 created (0 past the quota), then 1 of 1 refused by ResourceQuota fairgpu-gpu-quota")
     assert rows["11. Jobs with no GPU request that reach for the node's devices or host"]["observed"].startswith(
-        "12 of 12 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs")
+        "13 of 13 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs")
     assert scenario["metrics"] == {"user": "fairgpu-probe@team-a", "groups": "team-a", "pod_slots_time_to_running_seconds": 0.0}
     assert len(scenario["timeline"]) == 22
     assert leftovers(cluster) == []
@@ -108,7 +108,7 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
                "7. priority fairgpu-normal for 9 nvidia.com/gpu while team-b holds its guarantee of 8",
                "9. one Job of 224 pods of 10m CPU and 16Mi (the GPU nodes have 220 pod slots)",
                "12. one pod of 2 containers x 8 nvidia.com/gpu (a node has at most 8)",
-               "20. with the edit role: lift Kueue's suspension of its own waiting Job"]),
+               "20. with the edit role: change its own waiting Job (lift Kueue's suspension, scale it up)"]),
     ("round-three", ["13. delete its admitted Jobs leaving their pods running (orphaning deletes)",
                      "14. Jobs whose Job or pods carry a finalizer (they outlive their deletion)",
                      "15. tiny Jobs whose pod affinity or anti-affinity reaches team-b's namespace team-b",
@@ -121,7 +121,7 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
                      "19. Jobs whose pods Pod Security baseline refuses (seccomp, sysctls, AppArmor, SELinux, probe hosts)",
                      "20. with the edit role: pods of its own (95 CPUs; a GPU pod with a forged Job owner)",
                      "20. with the edit role: Deployments and StatefulSets",
-                     "20. with the edit role: lift Kueue's suspension of its own waiting Job",
+                     "20. with the edit role: change its own waiting Job (lift Kueue's suspension, scale it up)",
                      "20. a pod of PriorityClass system-node-critical by a user allowed to create pods"]),
 ])
 def test_a_hole_fails_exactly_its_attempts(monkeypatch, leak, attempts_let_through):

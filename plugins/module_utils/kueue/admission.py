@@ -15,7 +15,7 @@ asks. Each refuses a *class* of request, named in its message, with the field:
 - ``fairgpu-tenant-workloads``: no other pod-creating kind (Deployment, ReplicaSet, StatefulSet, DaemonSet,
   ReplicationController): its pods could never be created, so it is refused when it is.
 - ``fairgpu-tenant-jobs``: what a Job may ask for (``job_rules``): priority, owners, finalizers, ``managedBy``,
-  lifting Kueue's suspension, and a pod template whose pods would run (``template_rules``): every field the
+  changes after creation by anyone but Kueue, and a pod template whose pods would run (``template_rules``): every field the
   namespace's Pod Security level refuses, the routes to the node's devices, scheduling that skips the scheduler
   or reaches into other namespaces, limits the LimitRange would refuse or that are out of proportion to the
   requests Kueue counts, and size.
@@ -200,8 +200,9 @@ def restricted_rules():
 def device_rules(isolation):
     """What Pod Security does not look at but reaches devices: a runtime class picks the container runtime (the
     NVIDIA runtime hands devices to any container that names them), ``NVIDIA_*`` variables ask the NVIDIA
-    container runtime for devices, CDI annotations name devices, and a long grace period keeps a preempted pod on
-    its GPUs (it keeps them until it is gone)."""
+    container runtime for devices, CDI annotations name devices, resource claims take devices through dynamic
+    resource allocation, and a long grace period keeps a preempted pod on its GPUs (it keeps them until it is
+    gone)."""
     grace = isolation["termination_grace_max_seconds"]
     return [
         ("!has(%(s)s.runtimeClassName) || %(s)s.runtimeClassName == ''" % {"s": SPEC},
@@ -216,6 +217,12 @@ def device_rules(isolation):
         ("!%s.exists(k, k.startsWith('cdi.k8s.io/') || k.startsWith('nvidia.cdi.k8s.io/'))" % ANNOTATIONS,
          "tenant Jobs may not name CDI devices in pod annotations (cdi.k8s.io/, nvidia.cdi.k8s.io/): they would reach "
          "GPUs outside the pod's request; request nvidia.com/gpu instead"),
+        # Dynamic resource allocation: the built-in edit role writes ResourceClaims and ResourceClaimTemplates
+        # (bootstrap policy, v1.36), and Kueue counts claims only with its DRA support configured (pkg/dra, v0.19.2).
+        ("(!has(%s.resourceClaims) || size(%s.resourceClaims) == 0) && !%s.exists(c, %s)"
+         % (SPEC, SPEC, CONTAINERS, _has("c", "resources.claims")),
+         "tenant Jobs may not claim devices through dynamic resource allocation (resourceClaims, resources.claims): "
+         "Kueue's quota counts nvidia.com/gpu requests; request nvidia.com/gpu instead"),
         ("!has(%(s)s.terminationGracePeriodSeconds) || %(s)s.terminationGracePeriodSeconds <= %(g)d"
          % {"s": SPEC, "g": grace},
          "tenant Jobs may ask for at most %d s of terminationGracePeriodSeconds: a preempted pod keeps its GPUs "
@@ -266,7 +273,7 @@ def resource_rules(isolation, limit_range):
     limit, else the LimitRange's ``default`` (both ``limit_range``: ``{"cpu", "memory"}``). The pod would be refused
     with a request above its limit, or a limit more than ``<resource>_limit_request_ratio`` (``isolation``) times
     its request (the LimitRange's ``maxLimitRequestRatio``): Kueue and the scheduler count requests, a node gives
-    up to the limits."""
+    up to the limits. Pod-level resources (``spec.resources``) keep the same ratio."""
     rules = []
     for resource in ("cpu", "memory"):
         ratio, default = isolation["%s_limit_request_ratio" % resource], "quantity('%s')" % limit_range[resource]
@@ -276,9 +283,16 @@ def resource_rules(isolation, limit_range):
                     "quantity(string(c.resources.%(f)s['%(r)s'])) : %(o)s)" % {"f": field, "r": resource, "o": otherwise})
         limit = given("limits", default)
         request = given("requests", limit)
+        # Pod-level resources (spec.resources, cpu and memory only): an unset request is the limit (KEP-2837), and
+        # no LimitRange default applies.
+        pod_limit = "quantity(string(%s.resources.limits['%s']))" % (SPEC, resource)
+        pod_request = ("(has(%(s)s.resources.requests) && '%(r)s' in %(s)s.resources.requests ? "
+                       "quantity(string(%(s)s.resources.requests['%(r)s'])) : %(l)s)" % {"s": SPEC, "r": resource, "l": pod_limit})
+        pod_level = ("!(%s && '%s' in %s.resources.limits) || %s.asApproximateFloat() <= %d.0 * %s.asApproximateFloat()"
+                     % (_has(SPEC, "resources.limits"), resource, SPEC, pod_limit, ratio, pod_request))
         rules.append((
-            "%s.all(c, %s.compareTo(%s) <= 0 && %s.asApproximateFloat() <= %d.0 * %s.asApproximateFloat())"
-            % (CONTAINERS, request, limit, limit, ratio, request),
+            "%s.all(c, %s.compareTo(%s) <= 0 && %s.asApproximateFloat() <= %d.0 * %s.asApproximateFloat()) && (%s)"
+            % (CONTAINERS, request, limit, limit, ratio, request, pod_level),
             "tenant Jobs' %(r)s limits may be at most %(n)d times their requests, and no request above its limit "
             "(a container without a %(r)s limit gets %(d)s): Kueue counts requests, a node gives limits"
             % {"r": resource, "n": ratio, "d": limit_range[resource]}))
@@ -337,10 +351,10 @@ def job_rules():
     - no ``spec.managedBy`` but the Job controller's: another controller's Job is admitted by Kueue and run by
       nobody here (a MultiKueue manager sets its own value; batch/v1 JobSpec.managedBy);
     - no finalizer added: a deleted Job that keeps one stays, and Kueue releases its quota while its pods run;
-    - only an identity that may write Workload status (Kueue) lifts a Job's suspension: the ``edit`` role allows
-      tenants to patch Jobs, and an unsuspended Job's pods start before Kueue suspends it again.
+    - only an identity that may write Workload status (Kueue) changes a Job's spec once it is created: the
+      ``edit`` role allows tenants to patch Jobs, and an unsuspended Job's pods, or a Job scaled up past what its
+      Workload was admitted for, start before Kueue suspends it again.
     """
-    suspended = "(has(%(o)s.spec.suspend) && %(o)s.spec.suspend)"
     kueue = ("authorizer.group('kueue.x-k8s.io').resource('workloads').subresource('status')"
              ".namespace(namespaceObject.metadata.name).check('update').allowed()")
     return [
@@ -375,11 +389,10 @@ def job_rules():
          "reason": "Forbidden",
          "message": "tenant Jobs may not carry finalizers (metadata.finalizers): a deleted Job that keeps one stays, "
                     "and Kueue releases its quota while its pods run; remove them"},
-        {"expression": "request.operation != 'UPDATE' || !%s || %s || %s"
-                       % (suspended % {"o": "oldObject"}, suspended % {"o": "object"}, kueue),
+        {"expression": "request.operation != 'UPDATE' || oldObject.spec == object.spec || %s" % kueue,
          "reason": "Forbidden",
-         "message": "only Kueue lifts the suspension of a tenant Job (spec.suspend), when it admits the Job's "
-                    "Workload; leave spec.suspend to Kueue"},
+         "message": "only Kueue changes a tenant Job once it is created (spec.suspend, parallelism, the pod "
+                    "template): Kueue admitted its Workload for the spec it had; submit a new Job instead"},
     ]
 
 

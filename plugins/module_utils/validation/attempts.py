@@ -105,6 +105,8 @@ RULE_OBJECT_SIZE = ("ValidatingAdmissionPolicy %s (kueue/admission.py policies):
 RULE_PRIORITY_QUOTA = ("Kubernetes ResourceQuota scoped to PriorityClass (scopeSelector, "
                        "https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-"
                        "by-default): %s holds pods of tenants_isolation.denied_pod_priority_classes at 0" % PRIORITY_QUOTA)
+RULE_JOB_CHANGES = ("%s: only an identity that may update workloads/status (Kueue) changes a Job's spec once it is "
+                    "created" % RULE_JOBS)
 RULE_LIMIT_RATIO = ("Kubernetes LimitRanger (plugin/pkg/admission/limitranger): LimitRange maxLimitRequestRatio "
                     "(tenants_isolation cpu_limit_request_ratio, memory_limit_request_ratio) on pods past Kueue")
 RULE_POD_SECURITY = ("Kubernetes Pod Security admission, namespace label pod-security.kubernetes.io/enforce: baseline "
@@ -432,11 +434,13 @@ def round_three(c, job, queued):
         Attempt(20, "with the edit role: Deployments and StatefulSets",
                 Refused("ValidatingAdmissionPolicy " + WORKLOAD_KINDS_POLICY), RULE_WORKLOAD_KINDS,
                 sends=creates(EDITOR, workloads)),
-        Attempt(20, "with the edit role: lift Kueue's suspension of its own waiting Job",
-                Refused(JOB_POLICY_REFUSER, still_suspended=PROBE_PREFIX + "held"), RULE_SUSPEND,
+        Attempt(20, "with the edit role: change its own waiting Job (lift Kueue's suspension, scale it up)",
+                Refused(JOB_POLICY_REFUSER, still_suspended=PROBE_PREFIX + "held"), RULE_JOB_CHANGES,
                 runs=[Run(TENANT, [queued("held", gpus=most + 1)], "created", "")],
                 sends=[Request("patch Job spec.suspend=false", EDITOR, "patch", "batch/v1", "Job",
-                               {"spec": {"suspend": False}}, name=PROBE_PREFIX + "held", namespace=ns)],
+                               {"spec": {"suspend": False}}, name=PROBE_PREFIX + "held", namespace=ns),
+                       Request("patch Job spec.parallelism=16", EDITOR, "patch", "batch/v1", "Job",
+                               {"spec": {"parallelism": 16}}, name=PROBE_PREFIX + "held", namespace=ns)],
                 clean=[TENANT]),
         Attempt(20, "a pod of PriorityClass system-node-critical by a user allowed to create pods",
                 Refused("ResourceQuota " + PRIORITY_QUOTA), RULE_PRIORITY_QUOTA,

@@ -264,6 +264,10 @@ def device_door_jobs(namespace, resource, grace_max):
     def env_from(spec):
         spec["containers"][0]["envFrom"] = [{"prefix": "NVIDIA_", "configMapRef": {"name": "kube-root-ca.crt"}}]
 
+    def dra_claim(spec):
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": PROBE_PREFIX + "gpu"}]
+        spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+
     def cdi_annotation(template):
         template.setdefault("metadata", {}).setdefault("annotations", {})[
             "nvidia.cdi.k8s.io/container.probe"] = "nvidia.com/gpu=all"
@@ -279,6 +283,7 @@ def device_door_jobs(namespace, resource, grace_max):
     jobs = {route: job(re.sub(r"[^a-z0-9]+", "-", route.lower())[:30].strip("-"), change)
             for route, change in routes.items()}
     jobs["CDI device annotation"] = template_job("cdi-annotation", cdi_annotation)
+    jobs["a DRA resource claim"] = job("dra-claim", dra_claim)
     return jobs
 
 
@@ -359,6 +364,9 @@ def limit_jobs(namespace, resource):
         "cpu 10m, limit 96": resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "96", "memory": "16Mi"}),
         "memory 16Mi, limit 1Ti": resources({"cpu": "10m", "memory": "16Mi"}, {"cpu": "10m", "memory": "1Ti"}),
         "cpu 8 with no limit (default limit 1)": resources({"cpu": "8", "memory": "1Gi"}),
+        # Pod-level requests may not be below the containers' together (API validation): the probe's are 100m.
+        "pod-level cpu 100m, limit 96": lambda job: _spec(job).update(
+            resources={"requests": {"cpu": "100m"}, "limits": {"cpu": "96"}}),
     }, "limits")
 
 
