@@ -34,7 +34,11 @@ import time
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.kubelet import REFUSED_REASON, Kubelets, admitted
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.kubelet import (
+    REFUSED_REASON,
+    Kubelets,
+    admitted,
+)
 
 LOG = logging.getLogger("kubelet-sim")
 WATCH_SECONDS = 300

@@ -114,7 +114,8 @@ def test_what_the_device_manager_does_not_refuse(case):
         "no devices": pod("x", gpus=0),
         "cpu node": pod("x", gpus=0, node="cpu-node-0"),
         # not a device plugin resource of the node: skipped by Allocate, removed by the predicate handler
-        "resource the node lacks": pod("x", containers=[dict(container("main"), resources={"limits": {"example.com/fpga": "1"}})]),
+        "resource the node lacks": pod("x", containers=[
+            dict(container("main"), resources={"limits": {"example.com/fpga": "1"}})]),
         "unbound": pod("x", node=None),
         "no node": pod("x", node="gone"),
         "deleted before admission": pod("x", deleted=True),

@@ -33,9 +33,10 @@ Upstream (Kubernetes v1.36.3, ``pkg/kubelet``):
   terminal phase written from their exit codes (kubelet.go ``SyncTerminatingPod``, run by pod_workers.go;
   kubelet_pods.go ``getPhase``: a killed container exits non-zero, so ``Failed``); the status manager deletes the
   object (grace 0) only once that phase is written (status/status_manager.go ``canBeDeleted``: "Delay deletion
-  of pods until the phase is terminal"), and the API server keeps it while finalizers remain. kwok v0.8.0's ``pod-delete`` stage handles only pods without finalizers, and no
-  other kwok stage matches a pod that has a ``deletionTimestamp``, so such a pod stayed ``Running`` for good;
-  ``TERMINATED_STAGE`` gives it the kubelet's end.
+  of pods until the phase is terminal"), and the API server keeps it while finalizers remain. kwok v0.8.0's
+  ``pod-delete`` stage handles only pods without finalizers, and no other kwok stage matches a pod that has a
+  ``deletionTimestamp``, so such a pod stayed ``Running`` for good; ``TERMINATED_STAGE`` gives it the kubelet's
+  end.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -70,7 +71,8 @@ TERMINATED_STAGE = {
             {"key": ".status.phase", "operator": "NotIn", "values": list(TERMINAL_PHASES)},
         ]},
         "weight": 1,
-        "delay": {"durationMilliseconds": 1000, "jitterDurationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}},
+        "delay": {"durationMilliseconds": 1000,
+                  "jitterDurationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}},
         "next": {"statusTemplate": "\n".join([
             "{{ $now := Now }}",
             "conditions:",
