@@ -19,6 +19,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manife
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import kubelet as simulated_kubelet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
@@ -49,6 +50,7 @@ class FilterModule(object):
             "node_pool_node_spec": cluster_spec.node_spec,
             "node_pool_gpus": cluster_spec.total_gpus,
             "ready_node_names": cluster_spec.ready_node_names,
+            "kwok_stages": simulated_kubelet.kwok_stages,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "kueue_release_configuration": kueue_chart.release_configuration,
             "kueue_chart_values": kueue_chart.chart_values,

@@ -196,8 +196,9 @@ class KwokCluster:
             yaml.safe_dump({"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
                             "options": options}, handle)
             if self.stages:
-                # kwok's own stages at the pinned version (kwok v0.8.0 kustomize/stage/...), as the cluster role's
-                # kwokctl.yaml.j2 gives them: a Job's pod completes after its pod-complete delay annotation.
+                # kwok's own stages at the pinned version (kwok v0.8.0 kustomize/stage/...), unchanged: a Job's pod
+                # completes after its pod-complete delay annotation. A cluster fairgpu did not make runs no simulated
+                # kubelet, so its pod-create stage does not wait for one (the cluster role's kwokctl.yaml.j2 does).
                 with open(TOOLCHAIN["kwok_stages"]) as stages:
                     handle.write("---\n" + stages.read())
         argv = [KWOKCTL, "create", "cluster", "--name", self.name, "--config", config, "--kubeconfig=", "--wait=120s"]
