@@ -35,7 +35,8 @@ description:
     ConfigMaps far larger than a Job needs; Jobs whose pods Pod Security baseline refuses; and, with Kubernetes'
     built-in edit ClusterRole bound for the probe's run (group C(fairgpu-probe-editors), RoleBinding
     C(fairgpu-probe-edit), removed at the end), pods of its own, Deployments and StatefulSets, lifting Kueue's
-    suspension, and a pod of PriorityClass system-node-critical."
+    suspension, and a pod of PriorityClass system-node-critical. Last, what O(other) got: its guarantee's time to
+    pods Running while the tenant borrows every GPU it may."
   - "The tenant's and O(other)'s Running pods are compared with what Kueue reserved for them after each
     attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant. Each of
     those reads also lists every pod on the nodes that holds devices, cluster-wide and whoever owns it, and the
@@ -131,8 +132,10 @@ scenario:
       elements: dict
     metrics:
       description: >-
-        C(user) (the impersonated user), C(groups), and C(pod_slots_time_to_running_seconds), the other tenant's
-        time from submitting its guarantee to its pods Running while the tenant held every pod slot it could reach.
+        C(user) (the impersonated user), C(groups), C(pod_slots_time_to_running_seconds), the other tenant's
+        time from submitting its guarantee to its pods Running while the tenant held every pod slot it could reach,
+        and C(guarantee_time_to_running_seconds), the same after every attempt while the tenant borrowed every GPU
+        it could reach.
       type: dict
     timeline:
       description: The samples of Kueue's reservations and the pods' devices taken after each attempt.

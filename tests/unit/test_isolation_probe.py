@@ -71,11 +71,11 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     scenario = result["scenario"]
     checks = scenario["checks"]
     assert scenario["name"] == "isolation" and scenario["title"] == "A tenant that tries to cheat: team-a against team-b"
-    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-2]}) == list(range(1, 21))
+    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-2]}) == list(range(1, 22))
     assert [int(c["check"].split(".")[0]) for c in checks[:-2]] == sorted(int(c["check"].split(".")[0]) for c in checks[:-2])
-    assert checks[-2]["check"] == ACCOUNTING and checks[-2]["observed"] == "never (22 samples)"
+    assert checks[-2]["check"] == ACCOUNTING and checks[-2]["observed"] == "never (25 samples)"
     # The fake's pods are never bound to a node (no spec.nodeName): the cluster-wide read lists none.
-    assert checks[-1]["check"] == GPU_PODS and checks[-1]["observed"] == "none (22 samples)" and checks[-1]["passed"]
+    assert checks[-1]["check"] == GPU_PODS and checks[-1]["observed"] == "none (25 samples)" and checks[-1]["passed"]
     rows = {c["check"]: c for c in checks}
     assert rows["2. Job labelled with team-b's LocalQueue team-b-queue"]["observed"] == (
         "QuotaReserved=False (Inadmissible): LocalQueue team-b-queue doesn't exist; pods: 0")
@@ -91,8 +91,9 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     assert burst["observed"].startswith("100 created (0 past the quota), then 1 of 1 refused by ResourceQuota fairgpu-gpu-quota")
     assert rows["11. Jobs with no GPU request that reach for the node's devices or host"]["observed"].startswith(
         "13 of 13 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs")
-    assert scenario["metrics"] == {"user": "fairgpu-probe@team-a", "groups": "team-a", "pod_slots_time_to_running_seconds": 0.0}
-    assert len(scenario["timeline"]) == 22
+    assert scenario["metrics"] == {"user": "fairgpu-probe@team-a", "groups": "team-a",
+                                   "pod_slots_time_to_running_seconds": 0.0, "guarantee_time_to_running_seconds": 0.0}
+    assert len(scenario["timeline"]) == 25
     assert leftovers(cluster) == []
 
 
@@ -187,7 +188,7 @@ def context(**kwargs):
 
 def test_the_table_names_a_rule_for_each_attempt_and_only_dry_runs_what_must_be_refused():
     table = attempts.attempts(context(simulated=True))
-    assert sorted({a.number for a in table}) == list(range(1, 21))
+    assert sorted({a.number for a in table}) == list(range(1, 22))
     for attempt in table:
         assert attempt.rule and attempt.check and type(attempt.held) in (
             attempts.Refused, attempts.Pending, attempts.KeepsGuarantee, attempts.Reclaimed, attempts.QuotaStops)

@@ -254,16 +254,11 @@ def attempts(c):
     devices, slots = c.capacity.get(resource, 0), c.capacity.get("pods", 0)
     own, reach = tenant["pods"], tenant["max_pods"]
 
-    def guarantee_of_other(prefix):
-        """The other tenant's guarantee, one Job of one device each."""
-        return [job("%s-%d" % (prefix, i), namespace=c.other_ns, resource=other["gpu_resource"], queue=c.other_queue,
-                    seconds=c.seconds) for i in range(other["gpus"])]
-
     def child(live):
         """A Job that names the parent Job (as the API returned it) as its controller."""
         return isolation.child_job("child", ns, live("parent"), resource, devices)
 
-    guarantee, slots_guarantee = guarantee_of_other("guarantee"), guarantee_of_other("slots-guarantee")
+    guarantee, slots_guarantee = guarantee_of(c, job, "guarantee"), guarantee_of(c, job, "slots-guarantee")
     tiny = {"gpus": 0, "cpu": "10m", "memory": "16Mi"}
     jump = "priority %s for %d %s while %s holds its guarantee of %d" % (highest or "(none)", ask, resource, other["name"],
                                                                          other["gpus"])
@@ -370,6 +365,13 @@ def attempts(c):
     return table + round_three(c, job, queued)
 
 
+def guarantee_of(c, job, prefix):
+    """The other tenant's guarantee, one Job of one device each (``job``: the table's Job builder)."""
+    other = c.other
+    return [job("%s-%d" % (prefix, i), namespace=c.other_ns, resource=other["gpu_resource"], queue=c.other_queue,
+                seconds=c.seconds) for i in range(other["gpus"])]
+
+
 def round_three(c, job, queued):
     """Round three (13 and up): routes that keep GPUs after Kueue released them, lock the other tenant out, hold
     quota for pods that never run, or go around Kueue with the built-in edit role; each refused at admission."""
@@ -445,4 +447,15 @@ def round_three(c, job, queued):
         Attempt(20, "a pod of PriorityClass system-node-critical by a user allowed to create pods",
                 Refused("ResourceQuota " + PRIORITY_QUOTA), RULE_PRIORITY_QUOTA,
                 sends=[create(ADMIN, "v1", "Pod", critical, ns)]),
+        # What the other tenant got after every attempt: nothing they left holds it off its guarantee.
+        Attempt(21, "after every attempt: %s borrows all %d %s, %s submits its guarantee of %d"
+                % (c.tenant["name"], c.tenant["max_gpus"], resource, other["name"], other["gpus"]),
+                Reclaimed("Kueue reclaims the borrowed GPUs; %s's pods Running within %s s" % (other["name"], c.running_bound),
+                          other["name"], other["gpus"], c.running_bound, "guarantee_time_to_running_seconds",
+                          "%s's pods did not run on its guarantee of %d after the attempts" % (other["name"], other["gpus"])),
+                RULE_RECLAIM, fresh=True,
+                runs=[Run(TENANT, [queued("borrow-%d" % i) for i in range(c.tenant["max_gpus"])], "running",
+                          "%s's %d Jobs did not all run" % (c.tenant["name"], c.tenant["max_gpus"]),
+                          count=c.tenant["max_gpus"], patience=2)],
+                sends=[submit(OTHER, j) for j in guarantee_of(c, job, "after")], clean=[TENANT, OTHER]),
     ]
