@@ -35,8 +35,9 @@ description:
     ConfigMaps far larger than a Job needs; Jobs whose pods Pod Security baseline refuses; and, with Kubernetes'
     built-in edit ClusterRole bound for the probe's run (group C(fairgpu-probe-editors), RoleBinding
     C(fairgpu-probe-edit), removed at the end), pods of its own, Deployments and StatefulSets, lifting Kueue's
-    suspension, and a pod of PriorityClass system-node-critical. Last, what O(other) got: its guarantee's time to
-    pods Running while the tenant borrows every GPU it may."
+    suspension, relabelling its own pod off its Job, and a pod of PriorityClass system-node-critical; Jobs that
+    would fill a GPU node's CPU or memory (pinned to the node, or more than their GPUs' share). Last, what O(other)
+    got: its guarantee's time to pods Running while the tenant borrows every GPU it may."
   - "The tenant's and O(other)'s Running pods are compared with what Kueue reserved for them after each
     attempt; pods holding more devices than Kueue accounts for fail the scenario, naming the tenant. Each of
     those reads also lists every pod on the nodes that holds devices, cluster-wide and whoever owns it, and the
@@ -170,6 +171,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import attribution
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import cluster_capacity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import attempts as table
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
@@ -227,15 +229,17 @@ class Probe(object):
 
     def context(self):
         params = self.module.params
-        nodes = self.admin.get(self.admin.resource("Node", "v1"), label_selector=GPU_PRESENT_LABEL + "=true")
-        allocatable = [(n["status"].get("allocatable") or {}) for n in nodes.to_dict()["items"]]
+        nodes = self.admin.get(self.admin.resource("Node", "v1"),
+                               label_selector=GPU_PRESENT_LABEL + "=true").to_dict()["items"]
+        allocatable = [(n["status"].get("allocatable") or {}) for n in nodes]
         capacity = {resource: sum(int(a.get(resource, 0)) for a in allocatable)
                     for resource in (self.tenant["gpu_resource"], self.other["gpu_resource"], "pods")}
         return table.Context(self.tenant, self.other, params["local_queue_suffix"], capacity, str(uuid.uuid4()),
                              simulated=params["simulated"], image=params["image"],
                              priority_classes=params["priority_classes"], grace_max=params["termination_grace_max_seconds"],
                              hold_seconds=params["hold_seconds"], running_bound=params["running_bound_seconds"],
-                             max_object_kib=params["max_object_kib"])
+                             max_object_kib=params["max_object_kib"], per_gpu=cluster_capacity(nodes)["per_gpu"],
+                             node=nodes[0]["metadata"]["name"] if nodes else None)
 
     def grant_edit(self, granted):
         """Bind (``granted``) or unbind Kubernetes' built-in edit ClusterRole to ``attempts.EDITORS_GROUP`` in the
@@ -383,12 +387,16 @@ class Probe(object):
         return metadata["name"]
 
     def name_of(self, request):
-        """The name a request acts on; ``attempts.WorkloadOf`` and ``attempts.FirstOf`` are looked up once."""
+        """The name a request acts on; ``attempts.WorkloadOf`` and ``attempts.FirstOf`` are looked up once,
+        ``attempts.PodOf`` each time."""
         if isinstance(request.name, table.WorkloadOf):
             key = ("Workload", request.namespace, request.name.job)
             if key not in self.names:
                 self.names[key] = self.workload_of(request.namespace, request.name.job, judged=False)["metadata"]["name"]
             return self.names[key]
+        if isinstance(request.name, table.PodOf):
+            pods = self.pods_of(request.namespace, request.name.job)
+            return pods[0] if pods else PROBE_PREFIX + "none"
         if isinstance(request.name, table.FirstOf):
             key = (request.api_version, request.kind)
             if key not in self.names:

@@ -372,7 +372,7 @@ def test_the_report_has_the_attempts(cluster):
         report = json.load(handle)
     scenario = next(s for s in report["scenarios"] if s["name"] == "isolation")
     numbers = sorted({c["check"].split(".")[0] for c in scenario["checks"] if c["check"][0].isdigit()}, key=int)
-    assert numbers == [str(n) for n in range(1, 22)]
+    assert numbers == [str(n) for n in range(1, 23)]
     assert all(c["passed"] for c in scenario["checks"]), [c for c in scenario["checks"] if not c["passed"]]
     rows = {c["check"]: c for c in scenario["checks"]}
     assert "no tenant's Running pods hold more GPUs than Kueue reserved for it (isolation)" in rows
@@ -448,6 +448,16 @@ def _anti_affinity(**selector):
      "a tenant Job may carry at most 256 KiB of labels, annotations, commands, arguments and environment values"),
     ("seccomp", lambda job: _template(job).update(securityContext={"seccompProfile": {"type": "Unconfined"}}),
      "tenant Jobs may not run Unconfined by seccomp (Pod Security baseline)"),
+    # The red team's node filling: a tenant's share of memory is a node's allocatable (1Ti), and Kueue counts it
+    # cluster-wide only. The nodes have 96 CPUs and 1Ti per 8 GPUs: 12 CPUs and 131072 MiB per GPU.
+    ("memory-hog", _resources({"cpu": "1", "memory": "1000Gi"}, {"cpu": "1", "memory": "1000Gi"}),
+     "a tenant pod may request at most 131072 MiB of memory per device it asks for"),
+    ("cpu-per-gpu", lambda job: _template(job)["containers"][0].update(resources={
+        "requests": {"cpu": "13", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "13", "memory": "1Gi", "nvidia.com/gpu": "1"}}),
+     "a tenant pod may request at most 12 CPUs of cpu per device it asks for"),
+    ("pinned", lambda job: _template(job).update(nodeSelector={"kubernetes.io/hostname": "gpu-node-1"}),
+     "tenant Jobs may not choose their node (nodeSelector or node affinity on kubernetes.io/hostname"),
     ("sysctl", lambda job: _template(job).update(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}),
      "tenant Jobs may set only the sysctls Pod Security baseline calls safe"),
     ("selinux", lambda job: _template(job)["containers"][0].update(securityContext={"seLinuxOptions": {"type": "spc_t"}}),
@@ -510,6 +520,19 @@ def test_20_the_edit_role_runs_nothing_outside_kueue(editor, alice, batch, core)
     assert ("ValidatingAdmissionPolicy 'fairgpu-tenant-object-size' with binding 'fairgpu-tenant-object-size' denied "
             "request: a ConfigMap in a tenant namespace may hold at most 256 KiB") in refused(
         pods.create_namespaced_config_map, "team-a", blob, dry_run=DRY)
+    # Its own running pod relabelled off its Job's selector: the Job controller would release it, unowned, and
+    # start a replacement (the red team's route).
+    k8s.BatchV1Api(alice).create_namespaced_job("team-a", load_job("it-relabel", "team-a", queue="team-a-queue",
+                                                                   seconds=120, labels={"it-cheat": "1"}))
+    try:
+        pod = wait_until(lambda: next((p for p in core.list_namespaced_pod("team-a", label_selector="job-name=it-relabel")
+                                       .items if p.status.phase == "Running"), None), 60, what="it-relabel's pod to run")
+        assert ("ValidatingAdmissionPolicy 'fairgpu-tenant-pods' with binding 'fairgpu-tenant-pods' denied request: "
+                "pods in a tenant namespace are created and changed by the Job controller for Jobs that Kueue admitted; "
+                "eve may not change them") in refused(pods.patch_namespaced_pod, pod.metadata.name, "team-a", {
+                    "metadata": {"labels": {"batch.kubernetes.io/controller-uid": "detached"}}})
+    finally:
+        delete_jobs(batch, "team-a", "it-cheat")
     # Its own waiting Job: more GPUs than its maximum, so Kueue never admits it; only Kueue changes it.
     k8s.BatchV1Api(alice).create_namespaced_job("team-a", load_job("it-held", "team-a", queue="team-a-queue", gpus=17,
                                                                    labels={"it-cheat": "1"}))

@@ -88,7 +88,7 @@ _TENANT_VERBS = {"jobs": ("get", "list", "create", "delete"), "pods": ("get", "l
                  "limitranges": ("get", "list")}
 # What the built-in edit ClusterRole adds for the probe's editors group (the probe binds it in the tenant's namespace):
 # pods, Deployments, StatefulSets, ConfigMaps, and every write of Jobs (Kubernetes RBAC bootstrap policy).
-_EDIT_VERBS = {"pods": ("get", "list", "create", "delete"), "deployments": ("create",), "statefulsets": ("create",),
+_EDIT_VERBS = {"pods": ("get", "list", "create", "patch", "delete"), "deployments": ("create",), "statefulsets": ("create",),
                "configmaps": ("get", "list", "create"),
                "jobs": ("get", "list", "create", "patch", "delete", "deletecollection")}
 _EDITORS = "fairgpu-probe-editors"
@@ -109,9 +109,10 @@ class FakeCluster(object):
         self.quota_conflicts = dict(quota_conflicts or {})
         self.objects, self.requests, self.serial = {}, [], 0
         for index in range(NODES):
-            self._put({"apiVersion": "v1", "kind": "Node", "metadata": {
-                "name": "gpu-node-%d" % index, "labels": {"nvidia.com/gpu.present": "true"}},
-                "status": {"allocatable": {GPU: str(NODE_GPUS), "pods": str(NODE_PODS), "cpu": "64"}}})
+            labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+            allocatable = {GPU: str(NODE_GPUS), "pods": str(NODE_PODS), "cpu": "64", "memory": "512Gi"}
+            self._put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-%d" % index, "labels": labels},
+                       "status": {"allocatable": allocatable}})
         for tenant in tenants:
             namespace = tenant["namespaces"][0]
             self._put({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": tenant["name"]},
@@ -440,6 +441,9 @@ class FakeClient(object):
         obj = self.cluster.objects.get((resource.kind, namespace, name))
         if obj is None:
             raise _error(404, '%s "%s" not found' % (_plural(resource.kind), name), NotFoundError)
+        if resource.kind == "Pod" and self.user is not None and "round-three" not in self.cluster.leaks:
+            raise _error(403, self.cluster._policy("fairgpu-tenant-pods", "Pod", obj, "pods in a tenant namespace are "
+                                                   "created and changed by the Job controller"))
         changed = resource.kind == "Job" and any(obj["spec"].get(k) != v for k, v in body.get("spec", {}).items())
         if changed and self.user is not None and "round-three" not in self.cluster.leaks:
             raise _error(403, self.cluster._policy("fairgpu-tenant-jobs", "Job", obj, "only Kueue changes a tenant Job "
@@ -464,6 +468,16 @@ class FakeClient(object):
         return _Instance({})
 
 
+def _past_gpu_share(requests):
+    """More CPU or memory than the fake nodes' share per GPU (64 CPUs and 512Gi per 8 GPUs: 8 CPUs, 64Gi), one GPU's
+    share without GPUs; quantities as the probe writes them (cores or millicores, Mi)."""
+    gpus = max(1, int(requests.get(GPU, 0)))
+    cpu, memory = requests.get("cpu", "0"), requests.get("memory", "0Mi")
+    cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    mebibytes = int(memory[:-2]) if memory.endswith("Mi") else 0
+    return cores > 8 * gpus or mebibytes > 65536 * gpus
+
+
 def _round_three_routes(job):
     """The Job policy's round-three refusals (kueue/admission.py), by the fields the probe's Jobs set."""
     template = job["spec"]["template"]
@@ -471,7 +485,10 @@ def _round_three_routes(job):
     containers = spec["containers"] + spec.get("initContainers", [])
     checks = [
         (job["metadata"].get("finalizers") or meta.get("finalizers"), "tenant Jobs may not carry finalizers"),
-        (spec.get("affinity"), "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
+        (spec.get("affinity") or "kubernetes.io/hostname" in spec.get("nodeSelector", {}),
+         "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only"),
+        (any(_past_gpu_share((c.get("resources") or {}).get("requests") or {}) for c in spec["containers"]),
+         "a tenant pod may request at most 8 CPUs of cpu per device it asks for"),
         (spec.get("nodeName") or spec.get("schedulerName") or spec.get("schedulingGates") or job["spec"].get("managedBy"),
          "tenant Jobs may not set nodeName, schedulerName, schedulingGates or spec.managedBy"),
         (spec.get("resources") or any("limits" not in (c.get("resources") or {}) or

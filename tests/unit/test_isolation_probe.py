@@ -71,11 +71,11 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
     scenario = result["scenario"]
     checks = scenario["checks"]
     assert scenario["name"] == "isolation" and scenario["title"] == "A tenant that tries to cheat: team-a against team-b"
-    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-2]}) == list(range(1, 22))
+    assert sorted({int(c["check"].split(".")[0]) for c in checks[:-2]}) == list(range(1, 23))
     assert [int(c["check"].split(".")[0]) for c in checks[:-2]] == sorted(int(c["check"].split(".")[0]) for c in checks[:-2])
-    assert checks[-2]["check"] == ACCOUNTING and checks[-2]["observed"] == "never (25 samples)"
+    assert checks[-2]["check"] == ACCOUNTING and checks[-2]["observed"] == "never (27 samples)"
     # The fake's pods are never bound to a node (no spec.nodeName): the cluster-wide read lists none.
-    assert checks[-1]["check"] == GPU_PODS and checks[-1]["observed"] == "none (25 samples)" and checks[-1]["passed"]
+    assert checks[-1]["check"] == GPU_PODS and checks[-1]["observed"] == "none (27 samples)" and checks[-1]["passed"]
     rows = {c["check"]: c for c in checks}
     assert rows["2. Job labelled with team-b's LocalQueue team-b-queue"]["observed"] == (
         "QuotaReserved=False (Inadmissible): LocalQueue team-b-queue doesn't exist; pods: 0")
@@ -93,7 +93,7 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
         "13 of 13 refused by ValidatingAdmissionPolicy fairgpu-tenant-jobs")
     assert scenario["metrics"] == {"user": "fairgpu-probe@team-a", "groups": "team-a",
                                    "pod_slots_time_to_running_seconds": 0.0, "guarantee_time_to_running_seconds": 0.0}
-    assert len(scenario["timeline"]) == 25
+    assert len(scenario["timeline"]) == 27
     assert leftovers(cluster) == []
 
 
@@ -123,7 +123,9 @@ def test_every_attempt_is_held_where_the_cluster_isolates(monkeypatch):
                      "20. with the edit role: pods of its own (95 CPUs; a GPU pod with a forged Job owner)",
                      "20. with the edit role: Deployments and StatefulSets",
                      "20. with the edit role: change its own waiting Job (lift Kueue's suspension, scale it up)",
-                     "20. a pod of PriorityClass system-node-critical by a user allowed to create pods"]),
+                     "20. with the edit role: relabel its own running pod off its Job (the Job controller releases it)",
+                     "20. a pod of PriorityClass system-node-critical by a user allowed to create pods",
+                     "21. Jobs that would fill a GPU node's CPU or memory while its GPUs stay free"]),
 ])
 def test_a_hole_fails_exactly_its_attempts(monkeypatch, leak, attempts_let_through):
     how, result, cluster, _clock = run_probe(monkeypatch, leaks=[leak])
@@ -183,12 +185,13 @@ def test_kueue_never_judging_fails_the_module_and_still_cleans_up(monkeypatch):
 def context(**kwargs):
     tenants = fake_cluster.tenants()
     return attempts.Context(tenants[0], tenants[1], "-queue", {"nvidia.com/gpu": 16, "pods": 220}, "uid-1",
-                            priority_classes=fake_cluster.PRIORITY_CLASSES, **kwargs)
+                            priority_classes=fake_cluster.PRIORITY_CLASSES, per_gpu={"cpu": 8000, "memory": 64 * 2 ** 30},
+                            node="gpu-node-0", **kwargs)
 
 
 def test_the_table_names_a_rule_for_each_attempt_and_only_dry_runs_what_must_be_refused():
     table = attempts.attempts(context(simulated=True))
-    assert sorted({a.number for a in table}) == list(range(1, 22))
+    assert sorted({a.number for a in table}) == list(range(1, 23))
     for attempt in table:
         assert attempt.rule and attempt.check and type(attempt.held) in (
             attempts.Refused, attempts.Pending, attempts.KeepsGuarantee, attempts.Reclaimed, attempts.QuotaStops)

@@ -356,6 +356,24 @@ def test_isolation_policy_reaches_the_namespaces_and_the_job_policy():
     assert "allowPrivilegeEscalation" not in " ".join(v["expression"] for v in baseline["spec"]["validations"])
 
 
+def test_a_pods_cpu_and_memory_are_bounded_by_its_gpus_share_of_the_nodes():
+    """The GPU nodes' least CPU and memory per GPU (NODES: 96 CPUs, 1Ti, 8 GPUs each) bounds a pod's requests per
+    device it asks for, one GPU's share without devices; a node pin is refused with it."""
+    plan = tenant_plan(TEAMS, NODES)
+    assert plan["capacity"]["per_gpu"] == {"cpu": 12000, "memory": 2 ** 40 // 8}
+    jobs = next(o for o in by_kind(plan["objects"], "ValidatingAdmissionPolicy")
+                if o["metadata"]["name"] == "fairgpu-tenant-jobs")
+    messages = [v["message"] for v in jobs["spec"]["validations"] if "message" in v]
+    assert any(m.startswith("a tenant pod may request at most 12 CPUs of cpu per device") for m in messages)
+    assert any(m.startswith("a tenant pod may request at most 131072 MiB of memory per device") for m in messages)
+    assert any(m.startswith("tenant Jobs may not choose their node") for m in messages)
+    # A GFD GPU count wins over the devices (a MIG node's 28 slices are 4 GPUs' worth).
+    mig = [dict(n, metadata=dict(n["metadata"], labels=dict(n["metadata"]["labels"], **{"nvidia.com/gpu.count": "4"})),
+                status={"allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/mig-1g.10gb": "28"}})
+           for n in NODES]
+    assert cluster_capacity(mig)["per_gpu"] == {"cpu": 24000, "memory": 2 ** 40 // 4}
+
+
 def test_isolation_policy_reaches_the_limit_range_quotas_and_policies():
     plan = tenant_plan(TEAMS, NODES, isolation={"cpu_limit_request_ratio": 8, "memory_limit_request_ratio": 1,
                                                 "max_object_kib": 64, "max_objects": 20,

@@ -51,6 +51,8 @@ MANAGED_BY = {MANAGED_BY_LABEL: "fairgpu"}
 # taints, https://kubernetes.io/docs/reference/labels-annotations-taints/). They come and go with a drain.
 NODE_LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# The kubelet labels its Node with the node's name (well-known label).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The Job controller labels a Job's pods job-name=<job name>.
 JOB_NAME_LABEL = "job-name"
 
@@ -108,4 +110,5 @@ YAML_LITERALS = {
     "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/main.yml",
                           "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml",
                           "roles/tenants/tasks/plan.yml"),
+    "HOSTNAME_LABEL": ("roles/cluster/templates/kwok-nodes.yaml.j2",),
 }

@@ -10,8 +10,9 @@ asks. Each refuses a *class* of request, named in its message, with the field:
 
 - ``fairgpu-tenant-gpu-pods``: a pod that asks for an accelerator must be controlled by a Job (so Kueue admits
   it against the tenant's ClusterQueue).
-- ``fairgpu-tenant-pods``: pods are created by the Job controller, not by a user (the built-in ``edit`` role
-  allows pods; a bare pod or one with a forged Job owner would run outside Kueue).
+- ``fairgpu-tenant-pods``: pods are created and changed by the Job controller, not by a user (the built-in
+  ``edit`` role allows pods; a bare pod, one with a forged Job owner, or one relabelled off its Job would run
+  outside Kueue).
 - ``fairgpu-tenant-workloads``: no other pod-creating kind (Deployment, ReplicaSet, StatefulSet, DaemonSet,
   ReplicationController): its pods could never be created, so it is refused when it is.
 - ``fairgpu-tenant-jobs``: what a Job may ask for (``job_rules``): priority, owners, finalizers, ``managedBy``,
@@ -37,6 +38,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     DELETION_POLICY,
     GPU_POD_POLICY,
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     GPU_SHARED_RESOURCE,
     JOB_POLICY,
     MANAGED_BY,
@@ -82,6 +84,11 @@ META = "object.spec.template.metadata"
 CONTAINERS = "variables.containers"
 CONTAINERS_VARIABLE = {"name": "containers", "expression": "dyn(%s.containers) + (has(%s.initContainers) ? "
                        "dyn(%s.initContainers) : [])" % ((SPEC,) * 3)}
+# The policy's variable "podResources": the pod-level resources (spec.resources, cpu and memory), {} when unset (dyn:
+# CEL's type check knows no limits or requests of the field at v1.36).
+POD_RESOURCES = "variables.podResources"
+POD_RESOURCES_VARIABLE = {"name": "podResources",
+                          "expression": "has(%s.resources) ? dyn(%s.resources) : dyn({})" % (SPEC, SPEC)}
 ANNOTATIONS = "(has(%(m)s) && has(%(m)s.annotations) ? %(m)s.annotations : {})" % {"m": META}
 # A pod in a user namespace (hostUsers: false), which Pod Security relaxes some controls for
 # (policy/helpers.go relaxPolicyForUserNamespacePod).
@@ -249,6 +256,10 @@ def scheduling_rules(isolation):
         for mode, term in (("required", "t"), ("preferred", "t.podAffinityTerm")):
             field = "affinity.%s.%sDuringSchedulingIgnoredDuringExecution" % (kind, mode)
             terms.append("(%s ? dyn(%s.%s.map(t, %s)) : [])" % (_has(SPEC, field), SPEC, field, term))
+    node_terms = "%s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms" % SPEC
+    preferred = "%s.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution" % SPEC
+    names_node = ("(has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == '%s')) || "
+                  "(has(t.matchFields) && size(t.matchFields) > 0)" % HOSTNAME_LABEL)
     return [
         ("!has(%(s)s.nodeName) || %(s)s.nodeName == ''" % {"s": SPEC},
          "tenant Jobs may not set nodeName: it skips the scheduler, so nothing checks that the node has the "
@@ -259,6 +270,14 @@ def scheduling_rules(isolation):
         ("!has(%(s)s.schedulingGates) || size(%(s)s.schedulingGates) == 0" % {"s": SPEC},
          "tenant Jobs may not set schedulingGates: Kueue would reserve the quota for pods that never schedule; "
          "remove them"),
+        # A node of the tenant's choosing: with its own share of CPU or memory on one GPU node, a tenant leaves that
+        # node's GPUs unusable while borrowing nothing (Kueue counts CPU and memory cluster-wide).
+        ("!(has(%(s)s.nodeSelector) && '%(h)s' in %(s)s.nodeSelector) && !(%(r)s && %(t)s.exists(t, %(n)s)) && "
+         "!(%(p)s && %(pt)s.exists(w, [w.preference].exists(t, %(n)s)))"
+         % {"s": SPEC, "h": HOSTNAME_LABEL, "r": _has(SPEC, node_terms[len(SPEC) + 1:]), "t": node_terms,
+            "n": names_node, "p": _has(SPEC, preferred[len(SPEC) + 1:]), "pt": preferred},
+         "tenant Jobs may not choose their node (nodeSelector or node affinity on %s, matchFields): the scheduler "
+         "places pods where their devices are; select by GPU product or node pool instead" % HOSTNAME_LABEL),
         ("(%s).all(t, !has(t.namespaceSelector) && (!has(t.namespaces) || t.namespaces.all(n, n == "
          "namespaceObject.metadata.name)))" % " + ".join(terms),
          "tenant Jobs' pod affinity and anti-affinity terms may name pods of their own namespace only: remove "
@@ -285,17 +304,55 @@ def resource_rules(isolation, limit_range):
         request = given("requests", limit)
         # Pod-level resources (spec.resources, cpu and memory only): an unset request is the limit (KEP-2837), and
         # no LimitRange default applies.
-        pod_limit = "quantity(string(%s.resources.limits['%s']))" % (SPEC, resource)
-        pod_request = ("(has(%(s)s.resources.requests) && '%(r)s' in %(s)s.resources.requests ? "
-                       "quantity(string(%(s)s.resources.requests['%(r)s'])) : %(l)s)" % {"s": SPEC, "r": resource, "l": pod_limit})
-        pod_level = ("!(%s && '%s' in %s.resources.limits) || %s.asApproximateFloat() <= %d.0 * %s.asApproximateFloat()"
-                     % (_has(SPEC, "resources.limits"), resource, SPEC, pod_limit, ratio, pod_request))
+        pod_limit = "quantity(string(%s.limits['%s']))" % (POD_RESOURCES, resource)
+        pod_request = ("(has(%(p)s.requests) && '%(r)s' in %(p)s.requests ? quantity(string(%(p)s.requests['%(r)s'])) "
+                       ": %(l)s)" % {"p": POD_RESOURCES, "r": resource, "l": pod_limit})
+        pod_level = ("!(has(%s.limits) && '%s' in %s.limits) || %s.asApproximateFloat() <= %d.0 * "
+                     "%s.asApproximateFloat()" % (POD_RESOURCES, resource, POD_RESOURCES, pod_limit, ratio, pod_request))
         rules.append((
             "%s.all(c, %s.compareTo(%s) <= 0 && %s.asApproximateFloat() <= %d.0 * %s.asApproximateFloat()) && (%s)"
             % (CONTAINERS, request, limit, limit, ratio, request, pod_level),
             "tenant Jobs' %(r)s limits may be at most %(n)d times their requests, and no request above its limit "
             "(a container without a %(r)s limit gets %(d)s): Kueue counts requests, a node gives limits"
             % {"r": resource, "n": ratio, "d": limit_range[resource]}))
+    return rules
+
+
+def share_rules(limit_range, per_gpu):
+    """A pod takes no more of its node's CPU and memory than its devices' share: at most ``per_gpu`` (the GPU
+    nodes' least CPU and memory per physical GPU, ``tenants.plan.cluster_capacity``) times the devices it asks for,
+    one GPU's share for a pod with none. Kueue counts CPU and memory per ClusterQueue, cluster-wide: a tenant that
+    put its whole share of either on one GPU node (a tenant's share can be a node's allocatable) left that node's
+    GPUs unusable while borrowing nothing, and the other tenant's admitted pods stayed Pending until
+    ``waitForPodsReady`` evicted them. The pod's request is its pod-level request where set, else its containers'
+    (each as the LimitRanger gives it, ``resource_rules``); its devices, its containers' accelerator requests or
+    limits, whichever is more. A MIG slice or a time-sliced replica counts as a GPU here (a one-slice pod still
+    gets a GPU's worth)."""
+    if not per_gpu:
+        return []
+    devices = ("dyn(%s.containers).map(c, [has(c.resources) && has(c.resources.requests) ? c.resources.requests"
+               ".filter(r, %s).map(r, quantity(string(c.resources.requests[r])).asInteger()).sum() : 0, "
+               "has(c.resources) && has(c.resources.limits) ? c.resources.limits.filter(r, %s).map(r, "
+               "quantity(string(c.resources.limits[r])).asInteger()).sum() : 0]).map(p, p[0] > p[1] ? p[0] : p[1])"
+               ".sum()" % (SPEC, _ACCELERATOR, _ACCELERATOR))
+    rules = []
+    for resource, unit, shown in (("cpu", 1000.0, "%g CPUs"), ("memory", 1.0, "%d MiB")):
+        default = "quantity('%s')" % limit_range[resource]
+        limit = ("(has(c.resources) && has(c.resources.limits) && '%(r)s' in c.resources.limits ? "
+                 "quantity(string(c.resources.limits['%(r)s'])) : %(d)s)" % {"r": resource, "d": default})
+        request = ("(has(c.resources) && has(c.resources.requests) && '%(r)s' in c.resources.requests ? "
+                   "quantity(string(c.resources.requests['%(r)s'])).asApproximateFloat() : %(l)s.asApproximateFloat())"
+                   % {"r": resource, "l": limit})
+        pod = ("(has(%(p)s.requests) && '%(r)s' in %(p)s.requests ? "
+               "quantity(string(%(p)s.requests['%(r)s'])).asApproximateFloat() : "
+               "dyn(%(s)s.containers).map(c, %(q)s).sum())" % {"p": POD_RESOURCES, "s": SPEC, "r": resource, "q": request})
+        share = per_gpu[resource] / unit
+        rules.append((
+            "[%s].all(n, %s <= %r * (n > 0 ? double(n) : 1.0))" % (devices, pod, share),
+            "a tenant pod may request at most %s of %s per device it asks for, and as much without devices (the GPU "
+            "nodes' %s per GPU), so that no tenant fills a GPU node's %s while its GPUs stay free; ask for less, or "
+            "for the devices that go with it"
+            % (shown % (share if resource == "cpu" else share // 2 ** 20), resource, resource, resource)))
     return rules
 
 
@@ -324,15 +381,16 @@ def size_rule(isolation):
             "the image" % (kib, ENTRY_BYTES))
 
 
-def template_rules(isolation, limit_range):
+def template_rules(isolation, limit_range, per_gpu=None):
     """Every rule on a Job's pod template, ``[(expression, message)]``: its pods would run, on their own devices,
     within what Kueue counts (``baseline_rules``, ``restricted_rules`` where the namespaces enforce restricted,
-    ``device_rules``, ``scheduling_rules``, ``resource_rules``, ``size_rule``), and carry no finalizer (a deleted
+    ``device_rules``, ``scheduling_rules``, ``resource_rules``, ``share_rules``, ``size_rule``), and carry no finalizer (a deleted
     pod that keeps one stays on its node, counted there by the scheduler, after Kueue released its quota)."""
     rules = baseline_rules()
     if isolation["pod_security_enforce"] == "restricted":
         rules += restricted_rules()
-    rules += device_rules(isolation) + scheduling_rules(isolation) + resource_rules(isolation, limit_range)
+    rules += (device_rules(isolation) + scheduling_rules(isolation) + resource_rules(isolation, limit_range)
+              + share_rules(limit_range, per_gpu))
     rules.append(("!has(%(m)s) || !has(%(m)s.finalizers) || size(%(m)s.finalizers) == 0" % {"m": META},
                   "tenant Jobs may not give their pods finalizers (template metadata.finalizers): a deleted pod that "
                   "keeps one stays on its node after Kueue has released its quota; remove them"))
@@ -420,6 +478,9 @@ def _policy(name, resources, operations, rules):
              "metadata": {"name": name, "labels": dict(MANAGED_BY)}, "spec": spec}, _binding(name)]
 
 
+# An accelerator resource, as CEL over a resource name ``r`` (tenants/spec.py is_accelerator_resource; MIG devices
+# by their resource prefix).
+_ACCELERATOR = "(r == '%s' || r == '%s' || r.startsWith('%s'))" % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX)
 # A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
 # container an explicit 0).
 _ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r == '%s' || r.startsWith('%s')) && "
@@ -427,10 +488,11 @@ _ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || 
          % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX))
 
 
-def policies(isolation, limit_range):
+def policies(isolation, limit_range, per_gpu=None):
     """Every policy and binding of the module docstring, in apply order. ``isolation``: the namespace policy in
     force (``kueue/objects.py`` ``isolation_policy``); ``limit_range``: the LimitRange's default container
-    ``{"cpu", "memory"}``. Returns manifest dicts."""
+    ``{"cpu", "memory"}``; ``per_gpu``: the GPU nodes' least ``{"cpu": millicores, "memory": bytes}`` per GPU
+    (``share_rules``; None: no such bound). Returns manifest dicts."""
     pod_containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
     gpu_pods = {
         "variables": [{"name": "accelerators", "expression": pod_containers + ".exists(c, has(c.resources) && ((%s) "
@@ -444,13 +506,17 @@ def policies(isolation, limit_range):
                         "it against the tenant's ClusterQueue: submit a Job with the label " + QUEUE_LABEL},
         ],
     }
-    # The Job controller writes Job status; a tenant, even with the built-in edit role, does not.
+    # The Job controller writes Job status; a tenant, even with the built-in edit role, does not. On update too: a
+    # pod relabelled off its Job's selector is released by the Job controller and runs on, unowned, while the Job
+    # makes a replacement (kube-controller-manager's ControllerRefManager), and the kubelet, the scheduler and
+    # the garbage collector write pods through subresources or as controllers.
     pod_creators = {"validations": [
         {"expression": "authorizer.group('batch').resource('jobs').subresource('status')"
                        ".namespace(namespaceObject.metadata.name).check('update').allowed()",
          "reason": "Forbidden",
-         "messageExpression": "'pods in a tenant namespace are created by the Job controller for Jobs that Kueue "
-                              "admitted; ' + request.userInfo.username + ' may not create them: submit a Job with "
+         "messageExpression": "'pods in a tenant namespace are created and changed by the Job controller for Jobs "
+                              "that Kueue admitted; ' + request.userInfo.username + ' may not ' + "
+                              "(request.operation == 'CREATE' ? 'create' : 'change') + ' them: submit a Job with "
                               "the label %s'" % QUEUE_LABEL}]}
     workloads = {"validations": [
         {"expression": "false", "reason": "Forbidden",
@@ -474,10 +540,11 @@ def policies(isolation, limit_range):
             {"name": "templateUnchanged", "expression": "request.operation == 'UPDATE' && "
              "oldObject.spec.template == object.spec.template"},
             CONTAINERS_VARIABLE,
+            POD_RESOURCES_VARIABLE,
         ],
         "validations": job_rules() + [
             {"expression": "variables.templateUnchanged || (%s)" % expression, "reason": "Forbidden", "message": message}
-            for expression, message in template_rules(isolation, limit_range)],
+            for expression, message in template_rules(isolation, limit_range, per_gpu)],
     }
     # propagationPolicy Background or Foreground, or the deprecated orphanDependents: false. Without either, a
     # batch/v1 Job's delete orphans its pods (pkg/registry/batch/job/strategy.go DefaultGarbageCollectionPolicy,
@@ -502,7 +569,7 @@ def policies(isolation, limit_range):
          "messageExpression": "'a ' + request.kind.kind + ' in a tenant namespace may hold at most %d KiB (data, "
                               "binaryData): ResourceQuota counts objects, not bytes'" % isolation["max_object_kib"]}]}
     return (_policy(GPU_POD_POLICY, [("", "pods")], ["CREATE"], gpu_pods)
-            + _policy(POD_CREATOR_POLICY, [("", "pods")], ["CREATE"], pod_creators)
+            + _policy(POD_CREATOR_POLICY, [("", "pods")], ["CREATE", "UPDATE"], pod_creators)
             + _policy(WORKLOAD_KINDS_POLICY, [(g, r) for g, r, _kind in WORKLOAD_KINDS], ["CREATE"], workloads)
             + _policy(JOB_POLICY, [("batch", "jobs")], ["CREATE", "UPDATE"], jobs)
             + _policy(DELETION_POLICY, [("batch", "jobs")], ["DELETE"], deletions)

@@ -428,7 +428,8 @@ def object_errors(objects):
 
 
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
-                   local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None):
+                   local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None,
+                   per_gpu=None):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
     ``tenants``: normalised tenants (``tenant_spec.normalise``) with their ``products`` (``assign_products``);
@@ -436,7 +437,9 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     ``preemption``: ClusterQueue ``spec.preemption`` (default: reclaim within cohort from any borrower,
     preempt lower priority within the queue); ``limit_range``: default container request/limit
     ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
-    ``[{"name", "value", "description"}]``; ``isolation``: the namespace policy (``isolation_policy``).
+    ``[{"name", "value", "description"}]``; ``isolation``: the namespace policy (``isolation_policy``);
+    ``per_gpu``: the GPU nodes' least CPU and memory per GPU (``tenants.plan.cluster_capacity``), which bounds a
+    pod's CPU and memory by its devices (None: no bound).
     Returns a list of manifest dicts.
     """
     if preemption is None:
@@ -445,7 +448,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         limit_range = DEFAULT_CONTAINER_RESOURCES
     named = {p["product"] for t in tenants for p in t["products"]}
     used = {f["name"]: f for f in flavors if f["product"] in named}
-    objects = admission.policies(isolation_policy(isolation), limit_range)
+    objects = admission.policies(isolation_policy(isolation), limit_range, per_gpu)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
                         "metadata": {"name": priority_class["name"], "labels": _labels()},

@@ -14,6 +14,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import pro
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_COUNT_LABEL,
     GPU_PRODUCT_LABEL,
     GPU_REPLICAS_LABEL,
     GPU_SHARING_STRATEGY_LABEL,
@@ -36,7 +37,11 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     {accelerator resource: int}}, "schedulable": {accelerator resource: int}, "schedulable_products": {gpu product:
     {accelerator resource: int}}, "unavailable": [{"name", "reason", "product", "resources": {accelerator resource:
     int}}], "taints": {gpu product: [taint]}, "sharing": {shared gpu product:
-    {"replicas": int > 1, "strategy": "time-slicing" | "mps"}}, "sharing_errors": [str]}``. Only nodes with a
+    {"replicas": int > 1, "strategy": "time-slicing" | "mps"}}, "sharing_errors": [str], "per_gpu": {"cpu":
+    millicores, "memory": bytes} or None}``. ``per_gpu``: the least CPU and memory a GPU node has per
+    physical GPU it has (GFD's ``nvidia.com/gpu.count``, else its devices): a pod's share of its node per device it
+    asks for (``kueue/admission.py`` ``share_rules``; per GPU, not per MIG slice or replica, so that a one-slice
+    pod still gets a GPU's worth). Only nodes with a
     ``nvidia.com/gpu.product`` label count (CPU, memory and pods of other nodes are not for GPU tenants).
 
     ``resources`` and the other totals count every GPU node, the installed capacity: quotas are planned on it, so
@@ -48,6 +53,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
     totals, products, per_node, schedulable, by_product, sharing, schedulable_products = {}, {}, {}, {}, {}, {}, {}
     unavailable = []
     cpu = memory = pods = 0
+    per_gpu = None
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
         product = labels.get(GPU_PRODUCT_LABEL)
@@ -77,8 +83,17 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
         if reason is not None:
             unavailable.append({"name": (node.get("metadata") or {}).get("name"), "reason": reason,
                                 "product": product, "resources": devices})
-        cpu += int(parse_quantity(allocatable.get("cpu", 0)) * 1000)
-        memory += int(parse_quantity(allocatable.get("memory", 0)))
+        node_cpu, node_memory = int(parse_quantity(allocatable.get("cpu", 0)) * 1000), int(
+            parse_quantity(allocatable.get("memory", 0)))
+        if devices:
+            try:
+                gpus = max(1, int(labels.get(GPU_COUNT_LABEL) or sum(devices.values())))
+            except ValueError:
+                gpus = sum(devices.values())
+            share = {"cpu": node_cpu // gpus, "memory": node_memory // gpus}
+            per_gpu = share if per_gpu is None else {k: min(per_gpu[k], share[k]) for k in share}
+        cpu += node_cpu
+        memory += node_memory
         pods += max(0, int(parse_quantity(allocatable.get("pods", 0))) - pods_reserved_per_node)
     taints = {}
     for product, entries in by_product.items():
@@ -97,6 +112,7 @@ def cluster_capacity(nodes, pods_reserved_per_node=DEFAULT_PODS_RESERVED_PER_NOD
         if replicas > 1:
             shared[product] = {"replicas": replicas, "strategy": strategy}
     return {"resources": totals, "cpu": cpu, "memory": memory, "pods": pods, "per_node": per_node,
+            "per_gpu": per_gpu,
             "products": products, "schedulable": schedulable, "schedulable_products": schedulable_products,
             "unavailable": sorted(unavailable, key=lambda u: str(u["name"])), "taints": taints,
             "sharing": shared, "sharing_errors": conflicts}
@@ -230,7 +246,7 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     objects = kueue_objects.tenant_objects(
         normalised, flavors, cohort=cohort, preemption=preemption, queueing_strategy=queueing_strategy,
         local_queue_suffix=local_queue_suffix, limit_range=limit_range, priority_classes=priority_classes,
-        isolation=isolation,
+        isolation=isolation, per_gpu=capacity["per_gpu"],
     )
     plan["errors"] = kueue_objects.object_errors(objects)
     if not plan["errors"]:

@@ -133,6 +133,13 @@ class WorkloadOf(object):
         self.job = job
 
 
+class PodOf(object):
+    """The name of the first pod of the probe Job ``job`` (in the request's namespace)."""
+
+    def __init__(self, job):
+        self.job = job
+
+
 class FirstOf(object):
     """The name of the first existing object of the request's kind (``PROBE_PREFIX + "none"`` if there is none)."""
 
@@ -198,11 +205,13 @@ class Context(object):
     """What the table is built from: ``tenant`` and ``other`` (normalised tenants), their first namespaces
     (``ns``, ``other_ns``) and LocalQueues (``queue``, ``other_queue``), the tenant's ``resource``, the module's
     options (``image``, ``seconds`` of simulated run time or None, ``priority_classes``, ``grace_max``,
-    ``hold_seconds``, ``running_bound``, ``max_object_kib``), ``capacity``: the GPU nodes' allocatable, by resource (``pods``
+    ``hold_seconds``, ``running_bound``, ``max_object_kib``), ``per_gpu``: the GPU nodes' least ``{"cpu":
+    millicores, "memory": bytes}`` per GPU, ``node``: a GPU node's name, ``capacity``: the GPU nodes' allocatable, by resource (``pods``
     included), and ``owner_uid``: the made-up UID a forged owner reference names."""
 
     def __init__(self, tenant, other, local_queue_suffix, capacity, owner_uid, simulated=False, image=PROBE_IMAGE,
-                 priority_classes=(), grace_max=30, hold_seconds=5, running_bound=60, max_object_kib=256):
+                 priority_classes=(), grace_max=30, hold_seconds=5, running_bound=60, max_object_kib=256,
+                 per_gpu=None, node=None):
         self.tenant, self.other = tenant, other
         self.ns, self.other_ns = tenant["namespaces"][0], other["namespaces"][0]
         self.queue, self.other_queue = tenant["name"] + local_queue_suffix, other["name"] + local_queue_suffix
@@ -210,7 +219,7 @@ class Context(object):
         self.image, self.seconds = image, 600 if simulated else None
         self.priority_classes, self.grace_max = list(priority_classes), grace_max
         self.hold_seconds, self.running_bound, self.owner_uid = hold_seconds, running_bound, owner_uid
-        self.max_object_kib = max_object_kib
+        self.max_object_kib, self.per_gpu, self.node = max_object_kib, per_gpu, node
 
 
 def create(who, api_version, kind, body, namespace, label=None, dry_run=True):
@@ -398,7 +407,7 @@ def round_three(c, job, queued):
                                                    "limits": {"cpu": "96", "memory": "16Mi"}}
     workloads = {kind: isolation.workload_object(kind, kind.lower(), ns, resource, image=c.image)
                  for kind in ("Deployment", "StatefulSet")}
-    return [
+    table = [
         Attempt(13, "delete its admitted Jobs leaving their pods running (orphaning deletes)",
                 Refused("ValidatingAdmissionPolicy " + DELETION_POLICY), RULE_DELETIONS,
                 runs=[Run(TENANT, [queued("orphan-%d" % i) for i in range(2)], "admitted",
@@ -444,11 +453,23 @@ def round_three(c, job, queued):
                        Request("patch Job spec.parallelism=16", EDITOR, "patch", "batch/v1", "Job",
                                {"spec": {"parallelism": 16}}, name=PROBE_PREFIX + "held", namespace=ns)],
                 clean=[TENANT]),
+        Attempt(20, "with the edit role: relabel its own running pod off its Job (the Job controller releases it)",
+                Refused("ValidatingAdmissionPolicy " + POD_CREATOR_POLICY), RULE_POD_CREATORS,
+                runs=[Run(TENANT, [queued("relabel")], "running", "%s's Job %srelabel did not run"
+                          % (c.tenant["name"], PROBE_PREFIX), count=1)],
+                sends=[Request("patch Pod label batch.kubernetes.io/controller-uid", EDITOR, "patch", "v1", "Pod",
+                               {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "detached"}}},
+                               name=PodOf(PROBE_PREFIX + "relabel"), namespace=ns)],
+                clean=[TENANT]),
         Attempt(20, "a pod of PriorityClass system-node-critical by a user allowed to create pods",
                 Refused("ResourceQuota " + PRIORITY_QUOTA), RULE_PRIORITY_QUOTA,
                 sends=[create(ADMIN, "v1", "Pod", critical, ns)]),
+        Attempt(21, "Jobs that would fill a GPU node's CPU or memory while its GPUs stay free",
+                Refused(JOB_POLICY_REFUSER), RULE_JOBS,
+                sends=creates(TENANT, isolation.node_filling_jobs(ns, resource, c.per_gpu, c.node)))
+        if c.per_gpu else None,
         # What the other tenant got after every attempt: nothing they left holds it off its guarantee.
-        Attempt(21, "after every attempt: %s borrows all %d %s, %s submits its guarantee of %d"
+        Attempt(22, "after every attempt: %s borrows all %d %s, %s submits its guarantee of %d"
                 % (c.tenant["name"], c.tenant["max_gpus"], resource, other["name"], other["gpus"]),
                 Reclaimed("Kueue reclaims the borrowed GPUs; %s's pods Running within %s s" % (other["name"], c.running_bound),
                           other["name"], other["gpus"], c.running_bound, "guarantee_time_to_running_seconds",
@@ -459,3 +480,4 @@ def round_three(c, job, queued):
                           count=c.tenant["max_gpus"], patience=2)],
                 sends=[submit(OTHER, j) for j in guarantee_of(c, job, "after")], clean=[TENANT, OTHER]),
     ]
+    return [attempt for attempt in table if attempt is not None]

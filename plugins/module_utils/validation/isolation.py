@@ -30,6 +30,7 @@ import re
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     JOB_NAME_LABEL,
     PRIORITY_CLASS_LABEL,
     PROBE_IMAGE,
@@ -368,6 +369,31 @@ def limit_jobs(namespace, resource):
         "pod-level cpu 100m, limit 96": lambda job: _spec(job).update(
             resources={"requests": {"cpu": "100m"}, "limits": {"cpu": "96"}}),
     }, "limits")
+
+
+def node_filling_jobs(namespace, resource, per_gpu, node):
+    """Jobs that would fill a GPU node's CPU or memory while its GPUs stay free (``per_gpu``: the GPU nodes'
+    ``{"cpu": millicores, "memory": bytes}`` per GPU; ``node``: a GPU node's name): a tenant's share of either can
+    be a node's allocatable, and Kueue counts both cluster-wide only."""
+    def resources(gpus, cpu, memory, pin=None):
+        def change(job):
+            amount = {"cpu": cpu, "memory": memory, resource: str(gpus)}
+            _spec(job)["containers"][0]["resources"] = {"requests": dict(amount), "limits": dict(amount)}
+            if pin == "selector":
+                _spec(job)["nodeSelector"] = {HOSTNAME_LABEL: node}
+            elif pin == "affinity":
+                _spec(job)["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]}]}}}
+        return change
+    twice_cpu, twice_memory = "%dm" % (2 * per_gpu["cpu"] + 1000), "%dMi" % (2 * per_gpu["memory"] // 2 ** 20 + 1)
+    return _routes(namespace, resource, {
+        "no GPU, memory %s" % twice_memory: resources(0, "100m", twice_memory),
+        "no GPU, cpu %s" % twice_cpu: resources(0, twice_cpu, "128Mi"),
+        "1 GPU, cpu %s" % twice_cpu: resources(1, twice_cpu, "128Mi"),
+        "pinned by nodeSelector %s" % HOSTNAME_LABEL: resources(0, "100m", "128Mi", "selector"),
+        "pinned by node affinity %s" % HOSTNAME_LABEL: resources(0, "100m", "128Mi", "affinity"),
+    }, "fill")
 
 
 def big_jobs(namespace, resource, kib):
