@@ -55,7 +55,8 @@ def test_site_on_path_mig(core, kueue):
     config = core.read_namespaced_config_map("fairgpu-mig-parted-config", "gpu-operator")
     assert "fairgpu-2x2g.20gb:" in config.data["config.yaml"] and "version: v1" in config.data["config.yaml"]
     quota = core.read_namespaced_resource_quota("fairgpu-gpu-quota", "team-a")
-    assert quota.spec.hard == {"requests." + MIG: "16", "pods": "200", "count/jobs.batch": "100"}
+    assert quota.spec.hard == {"requests." + MIG: "16", "pods": "200", "count/jobs.batch": "100", "count/configmaps": "100",
+                               "count/secrets": "100", "services": "100", "persistentvolumeclaims": "100"}
     cq = kueue.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a")
     assert cq["spec"]["resourceGroups"][0]["coveredResources"] == ["cpu", "memory", MIG, "pods"]
 
