@@ -504,8 +504,8 @@ def editor(cluster):
 def test_20_the_edit_role_runs_nothing_outside_kueue(editor, alice, batch, core):
     pods, apps, jobs = k8s.CoreV1Api(editor), k8s.AppsV1Api(editor), k8s.BatchV1Api(editor)
     creators = ("ValidatingAdmissionPolicy 'fairgpu-tenant-pods' with binding 'fairgpu-tenant-pods' denied request: "
-                "pods in a tenant namespace are created by the Job controller for Jobs that Kueue admitted; eve may "
-                "not create them")
+                "pods in a tenant namespace are created and changed by the Job controller for Jobs that Kueue admitted; "
+                "eve may not create them")
     big_cpu = {"metadata": {"name": "it-cpu"}, "spec": {"containers": [{"name": "c", "image": "x", "resources": {
         "requests": {"cpu": "95"}, "limits": {"cpu": "95"}}}]}}
     assert creators in refused(pods.create_namespaced_pod, "team-a", big_cpu, dry_run=DRY)
