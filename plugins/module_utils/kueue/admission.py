@@ -483,9 +483,8 @@ def _policy(name, resources, operations, rules):
 _ACCELERATOR = "(r == '%s' || r == '%s' || r.startsWith('%s'))" % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX)
 # A container asks for an accelerator when it requests or limits more than 0 of one (the LimitRange gives every
 # container an explicit 0).
-_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, (r == '%s' || r == '%s' || r.startsWith('%s')) && "
-         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))"
-         % (GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX))
+_ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, %s && "
+         "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))" % _ACCELERATOR)
 
 
 def policies(isolation, limit_range, per_gpu=None):
