@@ -13,6 +13,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import kub
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
@@ -54,6 +55,10 @@ class FilterModule(object):
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "kueue_release_configuration": kueue_chart.release_configuration,
             "kueue_chart_values": kueue_chart.chart_values,
+            "kueue_configuration": kueue_settings.configuration,
+            "kueue_feature_gates": kueue_settings.feature_gates,
+            "kueue_feature_gates_arg": kueue_settings.feature_gates_arg,
+            "kueue_setting_errors": kueue_settings.setting_errors,
             "kueue_chart_ref_kind": kueue_chart.chart_ref_kind,
             "kueue_chart_ref_errors": kueue_chart.chart_ref_errors,
             "kueue_chart_object_names": kueue_chart.object_names,

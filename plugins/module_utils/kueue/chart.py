@@ -32,6 +32,8 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings
+
 CHART_NAME = "kueue"
 # hack/helm-chart-package.sh: the registry of promoted (released) Kueue images.
 RELEASE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
@@ -90,14 +92,19 @@ def release_image_tag(version):
     return version if version.startswith("v") else "v" + version
 
 
-def chart_values(configuration_yaml, version):
-    """The chart values fairgpu sets: the manager's Configuration (its YAML text) and the released controller
-    image of ``version``."""
+def chart_values(configuration_yaml, version, feature_gates=None):
+    """The chart values fairgpu sets: the manager's Configuration (its YAML text), the released controller image of
+    ``version`` and, when ``feature_gates`` (name -> bool) has any, ``controllerManager.featureGates``: the list of
+    ``{name, enabled}`` that ``templates/_helpers.tpl`` ``kueue.featureGates`` writes into the manager's
+    ``--feature-gates`` (plugins/module_utils/kueue/settings.py). No gates: no ``featureGates`` value at all, so a
+    release's own list is not replaced by an empty one when values are merged."""
     values = {"managerConfig": {"controllerManagerConfigYaml": configuration_yaml}}
     tag = release_image_tag(version)
     if tag:
         values["controllerManager"] = {"manager": {"image": {
             "repository": RELEASE_IMAGE_REPOSITORY, "tag": tag, "pullPolicy": "IfNotPresent"}}}
+    if feature_gates:
+        values.setdefault("controllerManager", {})["featureGates"] = settings.chart_feature_gates(feature_gates)
     return values
 
 

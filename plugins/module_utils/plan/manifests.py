@@ -11,12 +11,20 @@ builders the roles use (``tenant_plan`` / ``kueue_objects``); this module only l
                                     ResourceFlavors, ClusterQueues; the MIG manager's ConfigMap (path mig)
     tenants/<tenant>/               the tenant's Namespaces, LocalQueues, ResourceQuotas, LimitRanges, Roles,
                                     RoleBindings
-    kueue/                          Kueue's Configuration as the ConfigMap ``kueue-manager-config`` that an
-                                    in-cluster Kueue reads; applied with Kueue itself, before the rest
+    kueue/                          no object of its own: a kustomize Component for Kueue's released manifests
+                                    (it patches their ConfigMap ``kueue-manager-config`` with fairgpu's
+                                    Configuration and their Deployment ``kueue-controller-manager`` with the
+                                    feature gates and a checksum annotation that rolls it when either changes),
+                                    and ``values.yaml``, the same for Kueue's chart (an Argo CD app of Kueue)
     monitoring/                     ServiceMonitors, PrometheusRule and the Grafana dashboard ConfigMap, for a
                                     cluster with kube-prometheus-stack; applied after its CRDs
 
-Every file holds one object, keys sorted, so the same input gives the same bytes and a second render is no diff.
+Ownership (one owner per object): the tree owns fairgpu's objects only. Kueue's objects belong to whoever installs
+Kueue (its manifests in the platform team's Kustomization, or their Argo CD app of the chart); fairgpu's ``kueue/``
+is applied through that owner, as a Component of the Kustomization or as the app's values file, never as objects of
+its own, so no two applications write the same object.
+
+Every file holds one object (or one patch), keys sorted, so the same input gives the same bytes and a second render is no diff.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,10 +36,16 @@ import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import TENANT_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 
 HEADER = "# Rendered by fairgpu (playbooks/render.yml) from the inventory; edit the inventory, not this file.\n"
+# The names in Kueue's released manifests (config/default: namespace kueue-system, namePrefix kueue-;
+# config/components/manager: configMapGenerator manager-config without hash suffix, Deployment controller-manager
+# with the one container manager).
 KUEUE_CONFIG_MAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+KUEUE_CONTAINER = "manager"
 
 
 def _represent_str(dumper, value):
@@ -73,13 +87,57 @@ def _kustomization(resources, comment):
         {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}))
 
 
-def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-system", monitoring_objects=None):
+def _json_pointer(key):
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def kueue_component(configuration, feature_gates=None, namespace="kueue-system", chart_values=None):
+    """The ``kueue/`` directory: ``{file name: text}``. A kustomize Component (``kind: Component``) with two patches
+    for Kueue's released manifests: a strategic merge patch that sets ``controller_manager_config.yaml`` of the
+    ConfigMap ``kueue-manager-config`` to ``configuration``, and a JSON patch of the Deployment
+    ``kueue-controller-manager`` that checks its first container is ``manager``, adds the pod template annotation
+    ``settings.CHECKSUM_ANNOTATION`` (so a changed Configuration or gate rolls the Deployment: Kueue reads both only
+    at start) and, with ``feature_gates``, appends ``--feature-gates`` to the container's args (appended: replacing
+    ``args`` would drop ``--config``, kubernetes-sigs/kueue#1427). ``chart_values`` (None: no file): the chart values
+    carrying the same, as ``values.yaml`` for a Kueue installed from its chart."""
+    gates = dict(feature_gates or {})
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": namespace},
+                  "data": {KUEUE_CONFIG_KEY: to_yaml(configuration)}}
+    ops = [{"op": "test", "path": "/spec/template/spec/containers/0/name", "value": KUEUE_CONTAINER},
+           {"op": "add", "path": "/spec/template/metadata/annotations/" + _json_pointer(kueue_settings.CHECKSUM_ANNOTATION),
+            "value": kueue_settings.checksum(configuration, gates)}]
+    if gates:
+        ops.append({"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                    "value": "--feature-gates=" + kueue_settings.feature_gates_arg(gates)})
+    config_file = "configmap-%s.yaml" % KUEUE_CONFIG_MAP
+    deployment_file = "deployment-%s.yaml" % KUEUE_DEPLOYMENT
+    component = {"apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component", "patches": [
+        {"path": config_file},
+        {"path": deployment_file, "target": {"group": "apps", "version": "v1", "kind": "Deployment",
+                                             "name": KUEUE_DEPLOYMENT, "namespace": namespace}}]}
+    files = {
+        config_file: dump(config_map),
+        deployment_file: HEADER + to_yaml(ops),
+        "kustomization.yaml": "%s# %s\n%s" % (HEADER, "Kueue's Configuration and feature gates as a Component of the "
+                                               "Kustomization that installs Kueue's released manifests (components: "
+                                               "[<this directory>]); for Kueue's chart use values.yaml", _yaml(component)),
+    }
+    if chart_values is not None:
+        files["values.yaml"] = HEADER + "# Kueue's chart values: the values file of the release or Argo CD app that " \
+                                        "owns Kueue\n" + to_yaml(chart_values)
+    return files
+
+
+def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-system", monitoring_objects=None,
+                   kueue_feature_gates=None, kueue_chart_values=None):
     """Lay ``objects`` (manifest dicts as the roles apply them) out as a kustomize tree.
 
     A namespaced object goes to the directory of the tenant that owns its namespace (the Namespace's
     ``fairgpu.io/tenant`` label); cluster-scoped objects and those of platform namespaces (the MIG manager's
     ConfigMap in the GPU Operator's namespace) go to ``base/``. ``kueue_configuration``: Kueue's
-    ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory);
+    ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory), with
+    ``kueue_feature_gates`` (name -> bool) and ``kueue_chart_values`` (see ``kueue_component``);
     ``monitoring_objects``: the monitoring role's objects for the Prometheus Operator (None or []: no
     ``monitoring/`` directory). Returns ``{relative path: file text}``.
     """
@@ -98,14 +156,11 @@ def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-sys
         tree[directory + "/kustomization.yaml"] = _kustomization(sorted(names), what)
     tree["kustomization.yaml"] = _kustomization(
         ["base"] + sorted(d for d in dirs if d != "base"),
-        "Apply after Kueue (kueue/ and Kueue's own manifests): kubectl apply -k <this directory>")
+        "fairgpu's objects; apply after Kueue (installed with kueue/): kubectl apply -k <this directory>")
     if kueue_configuration is not None:
-        config_map = {"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": kueue_namespace},
-                      "data": {KUEUE_CONFIG_KEY: to_yaml(kueue_configuration)}}
-        tree["kueue/" + _file_name(config_map)] = dump(config_map)
-        tree["kueue/kustomization.yaml"] = _kustomization(
-            [_file_name(config_map)], "Kueue's configuration: apply with Kueue's own manifests, first")
+        for name, text in kueue_component(kueue_configuration, kueue_feature_gates, kueue_namespace,
+                                          kueue_chart_values).items():
+            tree["kueue/" + name] = text
     if monitoring_objects:
         names = []
         for obj in monitoring_objects:
