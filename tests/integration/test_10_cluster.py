@@ -50,9 +50,19 @@ def test_scheduler_places_a_gpu_pod_and_refuses_an_oversized_one(core):
 
 
 def test_second_run_and_check_mode_change_nothing(cluster):
+    import os
+
+    from conftest import CLUSTER
+
+    pidfile = os.path.expanduser("~/.local/share/fairgpu/kueue/%s/kueue.pid" % CLUSTER)
+    with open(pidfile) as handle:
+        pid = handle.read().strip()
     run = playbook("site.yml")
     assert run.rc == 0, run.messages()
     assert run.stats["changed"] == 0, run.changed_tasks()
+    # Nothing Kueue reads changed, so the local Kueue process was not restarted (test_20: a change restarts it).
+    with open(pidfile) as handle:
+        assert handle.read().strip() == pid
     check = playbook("site.yml", check=True)
     assert check.rc == 0, check.messages()
     assert check.stats["changed"] == 0, check.changed_tasks()

@@ -23,7 +23,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import helm_release
-from conftest import KWOK_WORKDIR, ROOT, playbook
+from conftest import KWOK_WORKDIR, ROOT, VARS, playbook
 
 RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
 CHART = {
@@ -34,6 +34,8 @@ CHART = {
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "kueue_chart_test_record": RECORD,
 }
+# FAIRGPU_IT_CHART: JSON overrides (cluster_name, run_local_ports) for a run beside the usual one.
+CHART.update(json.loads(os.environ.get("FAIRGPU_IT_CHART") or "{}"))
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CHART["cluster_name"], "kubeconfig.yaml")
 NAMESPACE = "kueue-system"
 SERVICE_ACCOUNT = "system:serviceaccount:%s:kueue-controller-manager" % NAMESPACE
@@ -275,6 +277,38 @@ def test_second_run_changes_nothing(chart):
     _run, api, _record = chart
     secrets = k8s.CoreV1Api(api).list_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=kueue").items
     assert [s.metadata.labels["version"] for s in secrets] == ["1"]
+
+
+def test_a_changed_configuration_rolls_the_deployment(chart):
+    """Kueue reads its Configuration and flags only at start. A changed setting and a feature gate: the chart's
+    config-checksum annotation on the pod template changes (templates/manager/manager.yaml of v0.19.2,
+    kubernetes-sigs/kueue#2128), the gate reaches the manager's args (controllerManager.featureGates), so the
+    Deployment rolls to a new ReplicaSet; and the live objects make Kueue run with what the local mode would."""
+    _run, api, record = chart
+    apps = k8s.AppsV1Api(api)
+    name = record["objects"]["deployment"]
+    checksum = "charts.kueue.x-k8s.io/config-checksum"
+    before = apps.read_namespaced_deployment(name, NAMESPACE).spec.template.metadata.annotations[checksum]
+    changed = {"kueue_fair_sharing_preemption_strategies": ["LessThanInitialShare"],
+               "kueue_feature_gates": {"LocalQueueMetrics": True}}
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(CHART, **changed)), timeout=900)
+    assert run.rc == 0, run.messages()
+    deployment = apps.read_namespaced_deployment(name, NAMESPACE)
+    after = deployment.spec.template.metadata.annotations[checksum]
+    assert after != before
+    manager = next(c for c in deployment.spec.template.spec.containers if c.name == "manager")
+    assert "--feature-gates=LocalQueueMetrics=true" in manager.args, manager.args
+    sets = apps.list_namespaced_replica_set(NAMESPACE, label_selector="control-plane=controller-manager").items
+    current = [r for r in sets if r.spec.template.metadata.annotations.get(checksum) == after]
+    assert len(sets) == 2 and len(current) == 1, [r.metadata.name for r in sets]
+    # One meaning: what the chart's live ConfigMap and args say equals what the local mode computes.
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings
+    with open(VARS) as handle:
+        inventory = dict(yaml.safe_load(handle), **changed)
+    data = k8s.CoreV1Api(api).read_namespaced_config_map(record["objects"]["config_map"], NAMESPACE).data
+    live = settings.effective_from_args(data["controller_manager_config.yaml"], manager.args)
+    assert live == settings.effective(settings.configuration(inventory, NAMESPACE, "local"),
+                                      settings.feature_gates(inventory, "local"))
 
 
 def test_teardown_uninstalls_the_release_and_what_it_made(chart):

@@ -5,12 +5,13 @@ fields and server bookkeeping aside); a second `kubectl apply -k` changes nothin
 import glob
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, KWOK_WORKDIR, playbook
+from conftest import KUBECONFIG, KWOK_WORKDIR, ROOT, playbook
 
 FRESH = {"cluster_name": "fairgpu-it-render",
          "run_local_ports": {"kueue_webhook": 29543, "kueue_metrics": 28543, "kueue_health": 28181, "prometheus": 29190,
@@ -86,3 +87,125 @@ def test_apply_k_on_a_fresh_cluster_builds_what_site_built(tree):
         assert all(line.endswith(" unchanged") for line in second.stdout.splitlines()), second.stdout
     finally:
         playbook("teardown.yml", "-e", json.dumps(FRESH))
+
+
+# --- GitOps that composes (issue 25): the tree next to Kueue's own manifests and next to Kueue's chart ---------------
+
+GATES = {"kueue_feature_gates": {"LocalQueueMetrics": True}}
+
+
+def toolchain(component):
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", component],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def documents(text):
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def object_id(obj):
+    return (obj["apiVersion"].rpartition("/")[0], obj["kind"], obj["metadata"].get("namespace", ""),
+            obj["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def gated_tree(tmp_path_factory):
+    """render.yml's tree of the integration inventory with a feature gate; touches no cluster."""
+    out = tmp_path_factory.mktemp("rendered-gated")
+    run = playbook("render.yml", "-e", "render_output_dir=%s" % out, "-e", json.dumps(GATES))
+    assert run.rc == 0, run.messages()
+    return str(out / "embedded")
+
+
+@pytest.fixture(scope="module")
+def kueue_manifests(tmp_path_factory):
+    """Kueue's released manifests.yaml as its release makes it (Makefile `artifacts` at v0.19.2:
+    `kustomize build config/default -o manifests.yaml`), from the Kueue module in the Go module cache (GOPROXY=off:
+    nothing is downloaded), built by the toolchain kubectl's kustomize; the image is the module's placeholder."""
+    version = toolchain("kueue")["versions"]["kueue"]
+    found = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/kueue@" + version], check=True,
+                           capture_output=True, text=True, env=dict(os.environ, GOPROXY="off", GOFLAGS="-mod=mod"))
+    built = subprocess.run([KUBECTL, "kustomize", os.path.join(json.loads(found.stdout)["Dir"], "config", "default")],
+                           check=True, capture_output=True, text=True, timeout=120)
+    path = tmp_path_factory.mktemp("kueue-release") / "manifests.yaml"
+    path.write_text(built.stdout)
+    return str(path)
+
+
+def platform_kustomization(tmp_path, kueue_manifests, tree, extra_resources=()):
+    """A platform team's Kustomization: Kueue's manifests, fairgpu's objects, and fairgpu's kueue/ Component."""
+    shutil.copy(kueue_manifests, tmp_path / "manifests.yaml")
+    shutil.copytree(tree, tmp_path / "fairgpu")
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": ["manifests.yaml", "fairgpu"] + list(extra_resources), "components": ["fairgpu/kueue"]}))
+    return kubectl(os.devnull, "kustomize", str(tmp_path))
+
+
+def test_one_kustomization_takes_kueues_manifests_and_the_tree(gated_tree, kueue_manifests, tmp_path):
+    built = platform_kustomization(tmp_path, kueue_manifests, gated_tree)
+    assert built.returncode == 0, built.stderr
+    objects = documents(built.stdout)
+    with open(kueue_manifests) as handle:
+        release = documents(handle.read())
+    ids = [object_id(o) for o in objects]
+    # Exactly one object per name: Kueue's own and fairgpu's, none twice, none lost.
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {object_id(o) for o in release} | {object_id(o) for o in rendered_objects(gated_tree)}
+    by_id = {object_id(o): o for o in objects}
+    config_map = by_id[("", "ConfigMap", "kueue-system", "kueue-manager-config")]
+    with open(os.path.join(gated_tree, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
+        patch = yaml.safe_load(handle)
+    assert yaml.safe_load(config_map["data"]["controller_manager_config.yaml"]) == \
+        yaml.safe_load(patch["data"]["controller_manager_config.yaml"])
+    assert config_map["metadata"]["labels"] == next(
+        o for o in release if object_id(o) == object_id(config_map))["metadata"]["labels"], "still Kueue's ConfigMap"
+    deployment = by_id[("apps", "Deployment", "kueue-system", "kueue-controller-manager")]
+    manager = deployment["spec"]["template"]["spec"]["containers"][0]
+    release_manager = next(o for o in release if object_id(o) == object_id(deployment))["spec"]["template"]["spec"][
+        "containers"][0]
+    # The gate appended; --config kept (a replaced args list would drop it: kubernetes-sigs/kueue#1427).
+    assert manager["args"] == release_manager["args"] + ["--feature-gates=LocalQueueMetrics=true"]
+    assert "--config=/controller_manager_config.yaml" in manager["args"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert len(annotations["fairgpu.io/kueue-configuration-checksum"]) == 64
+    assert annotations["kubectl.kubernetes.io/default-container"] == "manager"
+
+
+def test_the_old_layout_is_refused_by_kustomize(kueue_manifests, tmp_path):
+    """Why kueue/ holds no ConfigMap of its own: beside Kueue's manifests, kustomize refuses a second object of the
+    name (issue 25, GitOps)."""
+    shutil.copy(kueue_manifests, tmp_path / "manifests.yaml")
+    (tmp_path / "configmap.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+        "data": {"controller_manager_config.yaml": "kind: Configuration\n"}}))
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({"resources": ["manifests.yaml", "configmap.yaml"]}))
+    built = kubectl(os.devnull, "kustomize", str(tmp_path))
+    assert built.returncode != 0 and "already registered id" in built.stderr, built.stderr
+
+
+def test_the_chart_values_and_the_tree_own_different_objects(gated_tree):
+    """Beside an Argo CD app that owns Kueue through its chart with the tree's values.yaml: the chart (the real one,
+    rendered by the real helm) makes every Kueue object, with fairgpu's Configuration and gates; the tree makes none
+    of them."""
+    helm = toolchain("helm")
+    rendered = subprocess.run([helm["binaries"]["helm"], "template", "kueue", helm["kueue_chart"], "--namespace",
+                               "kueue-system", "-f", os.path.join(gated_tree, "kueue", "values.yaml")],
+                              check=False, capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    chart = documents(rendered.stdout)
+    assert not {object_id(o) for o in chart} & {object_id(o) for o in rendered_objects(gated_tree)}
+    config_map = next(o for o in chart if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "kueue-manager-config")
+    deployment = next(o for o in chart if o["kind"] == "Deployment")
+    manager = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
+    with open(os.path.join(gated_tree, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
+        patch = yaml.safe_load(handle)
+    ours = yaml.safe_load(patch["data"]["controller_manager_config.yaml"])
+    theirs = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+    # The same Configuration; the chart's release names its own certificate objects.
+    assert {k: v for k, v in theirs.items() if k != "internalCertManagement"} == \
+        {k: v for k, v in ours.items() if k != "internalCertManagement"}
+    assert "--feature-gates=LocalQueueMetrics=true" in manager["args"]
+    # The chart's own checksum of its ConfigMap rolls the Deployment on a change (kubernetes-sigs/kueue#2128).
+    assert "charts.kueue.x-k8s.io/config-checksum" in deployment["spec"]["template"]["metadata"]["annotations"]
