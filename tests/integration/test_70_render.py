@@ -27,12 +27,23 @@ def kubectl(kubeconfig, *args):
                           text=True, timeout=120)
 
 
+# A feature gate too: it changes only kueue/ (a Component for Kueue's own manifests, not in the top Kustomization),
+# which the GitOps tests below build with Kueue's manifests.
+GATES = {"kueue_feature_gates": {"LocalQueueMetrics": True}}
+
+
 @pytest.fixture(scope="module")
-def tree(cluster, tmp_path_factory):
+def rendered(tmp_path_factory):
+    """render.yml's tree of the integration inventory; touches no cluster."""
     out = tmp_path_factory.mktemp("rendered")
-    run = playbook("render.yml", "-e", "render_output_dir=%s" % out)
+    run = playbook("render.yml", "-e", "render_output_dir=%s" % out, "-e", json.dumps(GATES))
     assert run.rc == 0, run.messages()
     return str(out / "embedded")
+
+
+@pytest.fixture(scope="module")
+def tree(cluster, rendered):
+    return rendered
 
 
 def rendered_objects(tree):
@@ -91,8 +102,6 @@ def test_apply_k_on_a_fresh_cluster_builds_what_site_built(tree):
 
 # --- GitOps that composes (issue 25): the tree next to Kueue's own manifests and next to Kueue's chart ---------------
 
-GATES = {"kueue_feature_gates": {"LocalQueueMetrics": True}}
-
 
 def toolchain(component):
     out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", component],
@@ -107,15 +116,6 @@ def documents(text):
 def object_id(obj):
     return (obj["apiVersion"].rpartition("/")[0], obj["kind"], obj["metadata"].get("namespace", ""),
             obj["metadata"]["name"])
-
-
-@pytest.fixture(scope="module")
-def gated_tree(tmp_path_factory):
-    """render.yml's tree of the integration inventory with a feature gate; touches no cluster."""
-    out = tmp_path_factory.mktemp("rendered-gated")
-    run = playbook("render.yml", "-e", "render_output_dir=%s" % out, "-e", json.dumps(GATES))
-    assert run.rc == 0, run.messages()
-    return str(out / "embedded")
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +143,8 @@ def platform_kustomization(tmp_path, kueue_manifests, tree, extra_resources=()):
     return kubectl(os.devnull, "kustomize", str(tmp_path))
 
 
-def test_one_kustomization_takes_kueues_manifests_and_the_tree(gated_tree, kueue_manifests, tmp_path):
-    built = platform_kustomization(tmp_path, kueue_manifests, gated_tree)
+def test_one_kustomization_takes_kueues_manifests_and_the_tree(rendered, kueue_manifests, tmp_path):
+    built = platform_kustomization(tmp_path, kueue_manifests, rendered)
     assert built.returncode == 0, built.stderr
     objects = documents(built.stdout)
     with open(kueue_manifests) as handle:
@@ -152,10 +152,10 @@ def test_one_kustomization_takes_kueues_manifests_and_the_tree(gated_tree, kueue
     ids = [object_id(o) for o in objects]
     # Exactly one object per name: Kueue's own and fairgpu's, none twice, none lost.
     assert len(ids) == len(set(ids))
-    assert set(ids) == {object_id(o) for o in release} | {object_id(o) for o in rendered_objects(gated_tree)}
+    assert set(ids) == {object_id(o) for o in release} | {object_id(o) for o in rendered_objects(rendered)}
     by_id = {object_id(o): o for o in objects}
     config_map = by_id[("", "ConfigMap", "kueue-system", "kueue-manager-config")]
-    with open(os.path.join(gated_tree, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
+    with open(os.path.join(rendered, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
         patch = yaml.safe_load(handle)
     assert yaml.safe_load(config_map["data"]["controller_manager_config.yaml"]) == \
         yaml.safe_load(patch["data"]["controller_manager_config.yaml"])
@@ -185,21 +185,21 @@ def test_the_old_layout_is_refused_by_kustomize(kueue_manifests, tmp_path):
     assert built.returncode != 0 and "already registered id" in built.stderr, built.stderr
 
 
-def test_the_chart_values_and_the_tree_own_different_objects(gated_tree):
+def test_the_chart_values_and_the_tree_own_different_objects(rendered):
     """Beside an Argo CD app that owns Kueue through its chart with the tree's values.yaml: the chart (the real one,
     rendered by the real helm) makes every Kueue object, with fairgpu's Configuration and gates; the tree makes none
     of them."""
     helm = toolchain("helm")
-    rendered = subprocess.run([helm["binaries"]["helm"], "template", "kueue", helm["kueue_chart"], "--namespace",
-                               "kueue-system", "-f", os.path.join(gated_tree, "kueue", "values.yaml")],
+    template = subprocess.run([helm["binaries"]["helm"], "template", "kueue", helm["kueue_chart"], "--namespace",
+                               "kueue-system", "-f", os.path.join(rendered, "kueue", "values.yaml")],
                               check=False, capture_output=True, text=True, timeout=120)
-    assert rendered.returncode == 0, rendered.stderr
-    chart = documents(rendered.stdout)
-    assert not {object_id(o) for o in chart} & {object_id(o) for o in rendered_objects(gated_tree)}
+    assert template.returncode == 0, template.stderr
+    chart = documents(template.stdout)
+    assert not {object_id(o) for o in chart} & {object_id(o) for o in rendered_objects(rendered)}
     config_map = next(o for o in chart if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "kueue-manager-config")
     deployment = next(o for o in chart if o["kind"] == "Deployment")
     manager = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager")
-    with open(os.path.join(gated_tree, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
+    with open(os.path.join(rendered, "kueue", "configmap-kueue-manager-config.yaml")) as handle:
         patch = yaml.safe_load(handle)
     ours = yaml.safe_load(patch["data"]["controller_manager_config.yaml"])
     theirs = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
