@@ -116,12 +116,12 @@ def kueue_component(configuration, feature_gates=None, namespace="kueue-system",
         {"path": config_file},
         {"path": deployment_file, "target": {"group": "apps", "version": "v1", "kind": "Deployment",
                                              "name": KUEUE_DEPLOYMENT, "namespace": namespace}}]}
+    comment = ("Kueue's Configuration and feature gates as a Component of the Kustomization that installs Kueue's "
+               "released manifests (components: [<this directory>]); for Kueue's chart use values.yaml")
     files = {
         config_file: dump(config_map),
         deployment_file: HEADER + to_yaml(ops),
-        "kustomization.yaml": "%s# %s\n%s" % (HEADER, "Kueue's Configuration and feature gates as a Component of the "
-                                               "Kustomization that installs Kueue's released manifests (components: "
-                                               "[<this directory>]); for Kueue's chart use values.yaml", _yaml(component)),
+        "kustomization.yaml": "%s# %s\n%s" % (HEADER, comment, _yaml(component)),
     }
     if chart_values is not None:
         files["values.yaml"] = HEADER + "# Kueue's chart values: the values file of the release or Argo CD app that " \
