@@ -135,6 +135,7 @@ def kueue_manifests(tmp_path_factory):
 
 def platform_kustomization(tmp_path, kueue_manifests, tree, extra_resources=()):
     """A platform team's Kustomization: Kueue's manifests, fairgpu's objects, and fairgpu's kueue/ Component."""
+    tmp_path.mkdir(exist_ok=True)
     shutil.copy(kueue_manifests, tmp_path / "manifests.yaml")
     shutil.copytree(tree, tmp_path / "fairgpu")
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
@@ -209,3 +210,18 @@ def test_the_chart_values_and_the_tree_own_different_objects(rendered):
     assert "--feature-gates=LocalQueueMetrics=true" in manager["args"]
     # The chart's own checksum of its ConfigMap rolls the Deployment on a change (kubernetes-sigs/kueue#2128).
     assert "charts.kueue.x-k8s.io/config-checksum" in deployment["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_the_component_fails_loudly_on_a_layout_it_does_not_know(rendered, kueue_manifests, tmp_path):
+    """The JSON patch first tests that the Deployment's first container is Kueue's manager: on other manifests the
+    build stops instead of patching the wrong container."""
+    with open(kueue_manifests) as handle:
+        release = documents(handle.read())
+    for obj in release:
+        if obj["kind"] == "Deployment":
+            obj["spec"]["template"]["spec"]["containers"][0]["name"] = "sidecar"
+    other = tmp_path / "other-manifests.yaml"
+    other.write_text(yaml.safe_dump_all(release))
+    built = platform_kustomization(tmp_path / "platform", str(other), rendered)
+    assert built.returncode != 0, built.stdout[:500]
+    assert "/spec/template/spec/containers/0/name" in built.stderr, built.stderr
