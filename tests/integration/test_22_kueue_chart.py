@@ -26,14 +26,21 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan impo
 from conftest import KWOK_WORKDIR, ROOT, playbook
 
 RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
+# FAIRGPU_IT_KUEUE_HELM_CLUSTER / FAIRGPU_IT_KUEUE_HELM_PORT: another cluster name and port base (the API server's
+# and the local ports), for a run beside another one on the same machine.
+_PORT = int(os.environ.get("FAIRGPU_IT_KUEUE_HELM_PORT", "0"))
 CHART = {
-    "cluster_name": "fairgpu-it-kueue-helm",
-    "run_local_ports": {"kueue_webhook": 30443, "kueue_metrics": 30444, "kueue_health": 30081, "prometheus": 30090,
-                        "dcgm_exporter": 30400},
+    "cluster_name": os.environ.get("FAIRGPU_IT_KUEUE_HELM_CLUSTER", "fairgpu-it-kueue-helm"),
+    "run_local_ports": ({"kueue_webhook": 30443, "kueue_metrics": 30444, "kueue_health": 30081, "prometheus": 30090,
+                         "dcgm_exporter": 30400} if not _PORT else
+                        {"kueue_webhook": _PORT + 1, "kueue_metrics": _PORT + 2, "kueue_health": _PORT + 3,
+                         "prometheus": _PORT + 4, "dcgm_exporter": _PORT + 5}),
     "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "kueue_chart_test_record": RECORD,
 }
+if _PORT:
+    CHART["cluster_kwok_apiserver_port"] = _PORT
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CHART["cluster_name"], "kubeconfig.yaml")
 NAMESPACE = "kueue-system"
 SERVICE_ACCOUNT = "system:serviceaccount:%s:kueue-controller-manager" % NAMESPACE
@@ -295,3 +302,107 @@ def test_teardown_uninstalls_the_release_and_what_it_made(chart):
     assert [r.metadata.name for r in k8s.RbacAuthorizationV1Api(api).list_cluster_role().items
             if r.metadata.name.startswith("kueue-")] == []
     assert core.list_namespaced_config_map(NAMESPACE, label_selector="app.kubernetes.io/instance=kueue").items == []
+
+
+# --- A platform team's Kueue (issue 25, adopt, don't overwrite) ------------------------------------------------
+# After fairgpu's own release is gone (the test above), a platform team installs the same chart with the real helm
+# under another release name, with their values: 2 replicas, a feature gate, and a Configuration with the PyTorchJob
+# and RayJob integrations. fairgpu's kueue role, pointed at that release, must not drop them: by default it stops
+# before any change and lists them; with kueue_adopt: merge it keeps them and merges its own Configuration over them.
+PLATFORM = "platform-kueue"
+PLATFORM_GATE = {"name": "ElasticJobsViaWorkloadSlices", "enabled": True}      # kueue v0.19.2 pkg/features, alpha
+PLATFORM_FRAMEWORKS = ["batch/job", "kubeflow.org/pytorchjob", "ray.io/rayjob"]
+ADOPT = dict(CHART, kueue_release_name=PLATFORM)
+
+
+def helm(record, *args):
+    return subprocess.run([record["helm"], "--kubeconfig", KUBECONFIG, "-n", NAMESPACE] + list(args), check=True,
+                          capture_output=True, text=True).stdout
+
+
+def platform_revision(api):
+    secrets = k8s.CoreV1Api(api).list_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=" + PLATFORM).items
+    return sorted(int(s.metadata.labels["version"]) for s in secrets)
+
+
+@pytest.fixture(scope="module")
+def platform(chart, tmp_path_factory):
+    """The platform team's release, installed with the real helm from the toolchain's Kueue chart."""
+    _run, api, record = chart
+    with open(os.path.join(record["chart"], "values.yaml")) as handle:
+        config = yaml.safe_load(yaml.safe_load(handle)["managerConfig"]["controllerManagerConfigYaml"])
+    config["integrations"]["frameworks"] = PLATFORM_FRAMEWORKS
+    values = {"controllerManager": {"replicas": 2, "featureGates": [PLATFORM_GATE]},
+              "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config)}}
+    path = tmp_path_factory.mktemp("platform") / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    helm(record, "install", PLATFORM, record["chart"], "--create-namespace", "-f", str(path))
+    assert platform_revision(api) == [1]
+    return values
+
+
+def test_a_platform_release_is_refused_before_anything_changes(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(ADOPT))
+    messages = run.messages()
+    assert run.rc != 0 and "kueue_adopt: refuse: release %s" % PLATFORM in messages, messages
+    assert "was not installed by fairgpu" in messages and "Nothing was changed on the cluster" in messages
+    for key in ("controllerManager.replicas = 2 (chart default 1)",
+                "controllerManager.featureGates[name=ElasticJobsViaWorkloadSlices]",
+                "managerConfig.controllerManagerConfigYaml: integrations.frameworks[kubeflow.org/pytorchjob]",
+                "managerConfig.controllerManagerConfigYaml: integrations.frameworks[ray.io/rayjob]"):
+        assert "dropped by an upgrade with reset values: " + key in messages, messages
+    assert "set kueue_adopt: merge" in messages and "kueue_extra_values" in messages
+    assert not any("Install the Kueue chart" in t for t in run.changed_tasks())
+    assert platform_revision(api) == [1]
+
+
+def test_check_diff_states_the_merged_values_and_changes_nothing(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   "--diff", check=True)
+    assert run.rc == 0, run.messages()
+    (adoption,) = [host for play in run.result["plays"] for task in play["tasks"] for host in task["hosts"].values()
+                   if task["task"]["name"].startswith("Decide what to do with the release")]
+    assert adoption["decision"] == "merge" and adoption["changed"] is True
+    after = yaml.safe_load(adoption["diff"]["after"])
+    assert after["controllerManager"]["replicas"] == 2
+    config = yaml.safe_load(after["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["integrations"]["frameworks"] == PLATFORM_FRAMEWORKS and "fairSharing" in config
+    assert yaml.safe_load(adoption["diff"]["before"]) == platform
+    assert platform_revision(api) == [1]
+
+
+def test_merge_keeps_the_platforms_values_and_sets_fairgpus_configuration(chart, platform):
+    _run, api, record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   timeout=900)
+    assert run.rc == 0, run.messages()
+    assert platform_revision(api) == [1, 2]
+    values = yaml.safe_load(helm(record, "get", "values", PLATFORM, "-o", "yaml"))
+    assert values["controllerManager"]["replicas"] == 2
+    assert values["controllerManager"]["featureGates"] == [PLATFORM_GATE]
+    assert "fairgpu" not in values             # not fairgpu's: never marked, so teardown never uninstalls it
+    # What the API server holds: the Deployment helm rendered, and the manager's ConfigMap.
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(PLATFORM + "-controller-manager", NAMESPACE)
+    assert deployment.spec.replicas == 2
+    manager = next(c for c in deployment.spec.template.spec.containers if c.name == "manager")
+    assert "--feature-gates=ElasticJobsViaWorkloadSlices=true" in manager.args
+    data = k8s.CoreV1Api(api).read_namespaced_config_map(PLATFORM + "-manager-config", NAMESPACE).data
+    config = yaml.safe_load(data["controller_manager_config.yaml"])
+    assert config["integrations"]["frameworks"] == PLATFORM_FRAMEWORKS
+    assert config["fairSharing"]["preemptionStrategies"] == ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+    assert config["waitForPodsReady"]["timeout"] == "60s"                   # tests/integration/vars.yml
+    assert config["metrics"]["enableClusterQueueResources"] is True
+    assert config["internalCertManagement"]["webhookServiceName"] == PLATFORM + "-webhook-service"
+    # The chart's own defaults the platform's document kept stay too.
+    assert config["controller"]["groupKindConcurrency"]["Job.batch"] == 5
+
+
+def test_merge_a_second_time_changes_nothing(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   timeout=900)
+    assert run.rc == 0, run.messages()
+    assert run.stats["changed"] == 0, run.changed_tasks()
+    assert platform_revision(api) == [1, 2]

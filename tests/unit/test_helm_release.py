@@ -23,7 +23,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import helm_release as hr
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.versions import versions_env
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown import plan as teardown
+from ansible_collections.fairgpu.tenancy.plugins.modules import helm_release_adoption as module
 
+from module_main import run_main
 from test_gpu_operator_values import helm_values
 
 
@@ -358,3 +360,45 @@ def test_the_monitoring_role_defaults_to_the_oci_chart():
     for role in ("kueue", "gpu_operator", "monitoring"):
         with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as handle:
             assert yaml.safe_load(handle)["%s_adopt" % role] == "refuse"
+
+
+# --- the module ---------------------------------------------------------------------------------------------------
+
+def test_the_module_fails_on_refuse_and_shows_the_diff_on_merge(capsys):
+    args = {"chart": "gpu-operator", "role": "gpu_operator", "values": gpu_operator_values(),
+            "status": status(GPU_PLATFORM, "gpu-operator", "gpu-operator-v25.10.1"),
+            "defaults": yaml.safe_dump(GPU_DEFAULTS)}
+    refused = run_main(module, args, capsys)
+    assert refused["failed"] is True and refused["decision"] == "refuse"
+    assert "dropped by an upgrade with reset values: driver.enabled = false (chart default true)" in refused["msg"]
+    merged = run_main(module, dict(args, mode="merge"), capsys)
+    assert merged["decision"] == "merge" and merged["changed"] is True
+    assert merged["helm_values"]["driver"] == {"enabled": False}
+    assert yaml.safe_load(merged["diff"]["before"]) == GPU_PLATFORM
+    assert yaml.safe_load(merged["diff"]["after"]) == merged["helm_values"]
+    fresh = run_main(module, dict(args, status={}), capsys)
+    assert fresh["decision"] == "install" and teardown.marked(fresh["helm_values"])
+
+
+# --- the roles' helm tasks ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("role, tasks", [("kueue", "helm.yml"), ("gpu_operator", "helm.yml"),
+                                         ("monitoring", "helm_chart.yml")])
+def test_each_helm_install_passes_the_adoption_and_no_named_repository(role, tasks):
+    """Each role's install gets what adopt.yml decided, with kubernetes.core.helm's reset values (so the stored
+    values are exactly what was passed, and its check without helm-diff compares them), after adopt.yml ran; and no
+    role adds a named helm repository."""
+    with open(os.path.join(ROOT, "roles", role, "tasks", tasks)) as handle:
+        plays = yaml.safe_load(handle)
+    names = [next(iter(t)) if "name" not in t else t["name"] for t in plays]
+    (index,) = [i for i, t in enumerate(plays) if "kubernetes.core.helm" in t]
+    adopt = [i for i, t in enumerate(plays) if t.get("ansible.builtin.include_tasks") == "adopt.yml"]
+    assert adopt and adopt[0] < index, names
+    helm = plays[index]["kubernetes.core.helm"]
+    assert helm["values"] == "{{ %s_adoption.helm_values }}" % role
+    assert not {"reuse_values", "reset_then_reuse_values", "reset_values", "update_repo_cache"} & set(helm)
+    for directory, _dirs, files in os.walk(os.path.join(ROOT, "roles")):
+        for name in files:
+            if name.endswith(".yml"):
+                with open(os.path.join(directory, name)) as handle:
+                    assert "kubernetes.core.helm_repository" not in handle.read(), os.path.join(directory, name)

@@ -10,8 +10,9 @@ and the chart's defaults with ``helm show values``, and module ``fairgpu.tenancy
 
 Why: ``kubernetes.core.helm`` defaults to ``reset_values: true`` (kubernetes.core 6.2.0 plugins/modules/helm.py,
 ``deploy``: ``helm upgrade -i --reset-values``), and helm then drops every value the release had and applies
-fairgpu's over the new chart's defaults (helm v3.22.0 pkg/action/upgrade.go, ``reuseValues``: "If ResetValues is
-set, we completely ignore current.Config"). A GPU Operator installed with ``driver.enabled=false`` would get its
+fairgpu's over the new chart's defaults (helm pkg/action/upgrade.go, ``reuseValues``: "If ResetValues is set, we
+completely ignore current.Config"; read at v3.21.4, the newest v3 tag of the stored helm/helm mirror, unchanged on its
+dev-v3 branch; the toolchain pins v3.22.0). A GPU Operator installed with ``driver.enabled=false`` would get its
 driver container back.
 
 The decision, by ``mode`` (the role's ``<role>_adopt``):
@@ -29,13 +30,17 @@ The decision, by ``mode`` (the role's ``<role>_adopt``):
     one (``changes`` whose old value came from the release); ``upgrade`` when nothing of the release's would be
     lost (all its values in ``<role>_extra_values``, say).
   * ``merge``: ``merge``, the release's values with fairgpu's merged over them (fairgpu's owned keys win). This is
-    what ``helm upgrade --reset-then-reuse-values`` does (helm v3.22.0 pkg/action/upgrade.go ``reuseValues``: the
-    new chart's defaults, ``chartutil.CoalesceTables(newVals, current.Config)``: the old values under the new), but
+    what ``helm upgrade --reset-then-reuse-values`` does (same ``reuseValues``: the new chart's defaults,
+    ``chartutil.CoalesceTables(newVals, current.Config)``: the old values under the new; ResetValues checked first,
+    so it wins when both are given), but
     computed here and passed in full with reset values: kubernetes.core.helm 6.2.0 passes ``--reset-values``
     together with ``--reset-then-reuse-values`` unless ``reset_values: false`` (``deploy``), and without the
     helm-diff plugin it decides "changed" by comparing the release's values with the values it is given
     (``default_check``), which would say changed on every run; the module shows no diff either. Passed in full,
-    the stored values are the merged ones and a second run compares equal.
+    the stored values are the merged ones and a second run compares equal. (The same trap in the field:
+    ansible-collections/kubernetes.core#1229 and #1230, "reset_then_reuse_values ... is also a no-op out of the box,
+    since helm ignores it when either --reset-values or --reuse-values is set"; a silent value drop on upgrade:
+    elewa-git/opencrane#148.)
 
   Merging differs from helm's coalescing in three places, each because a list is one value to helm: a list of
   objects that all have a ``name`` (``toolkit.env``, ``controllerManager.featureGates``) is merged by name (the
@@ -412,8 +417,10 @@ def chart_source(ref, repo_url="", variable="chart_ref"):
       https://helm.sh/docs/topics/registries/); a local chart (directory or ``.tgz``) or an ``http(s)://`` URL of a
       packaged chart as it is; ``chart_repo_url`` none.
     - a chart name, or ``<repo>/<chart>``, with ``repo_url``: ``chart_ref`` the chart's name and ``chart_repo_url``
-      the repository (helm's ``--repo``: it downloads the repository's index on every call, into a temporary cache,
-      never the local repositories' list), in check mode too.
+      the repository (helm's ``--repo``: pkg/action/install.go ``LocateChart`` calls
+      pkg/repo/chartrepo.go ``FindChartInAuthAndTLSAndPassRepoURL``, which downloads the index under a random name
+      and removes it after; helm v3.21.4), so the index is fresh on every call, check mode included
+      (kubernetes.core.helm runs ``helm show chart --repo`` then).
     - ``<repo>/<chart>`` without ``repo_url``: ValueError naming ``variable`` and the fix.
     """
     ref = str(ref or "").strip()
