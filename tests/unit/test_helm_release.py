@@ -286,6 +286,11 @@ def test_a_platform_kueue_is_kept_under_merge_with_fairgpus_configuration():
     assert config["fairSharing"] == FAIRGPU_CONFIGURATION["fairSharing"]
     assert config["waitForPodsReady"] == FAIRGPU_CONFIGURATION["waitForPodsReady"]
     assert config["metrics"]["enableClusterQueueResources"] is True
+    # Their certificates come from cert-manager (enableCertManager): internal certificate management stays off, as
+    # the chart sets it then; without cert-manager fairgpu's section names the release's own objects.
+    assert config["internalCertManagement"] == {"enable": False}
+    plain = dict(platform_kueue(), enableCertManager=False)
+    config = yaml.safe_load(kueue(plain, "merge")["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["internalCertManagement"]["webhookServiceName"] == "platform-kueue-webhook-service"
     # Their other keys of the document stay (the chart's controller concurrency, say).
     assert config["controller"]["groupKindConcurrency"]["Job.batch"] == 5

@@ -194,6 +194,29 @@ def _coalesce(base, top):
     return top
 
 
+def _kueue_cert_manager(merged, current):
+    """A Kueue release that takes its certificates from cert-manager (``enableCertManager: true``) keeps them: the
+    merged Configuration gets the release's ``internalCertManagement``, or ``{enable: false}`` where the release's
+    had none, which is what the chart sets then (kueue v0.19.2 charts/kueue/templates/manager/manager-config.yaml:
+    with ``enableCertManager`` the default section is ``dict "enable" false``). fairgpu's Configuration turns
+    internal certificate management on, and the two would fight over the webhook certificate."""
+    if merged.get("enableCertManager") is not True:
+        return merged
+    root = EMBEDDED_YAML["kueue"][0]
+    text = _Chart("kueue").lookup(merged, root)
+    config = _load_yaml(text) if isinstance(text, str) else None
+    if config is None:
+        return merged
+    theirs = _Chart("kueue").lookup(current, root + (_YAML, "internalCertManagement"))
+    wanted = theirs if isinstance(theirs, dict) else {"enable": False}
+    if config.get("internalCertManagement") == wanted:
+        return merged
+    config["internalCertManagement"] = wanted
+    merged = copy.deepcopy(merged)
+    _put(merged, root, _dump_yaml(config))
+    return merged
+
+
 def _put(tree, path, value):
     """Set ``tree[path[0]]...[path[-1]] = value`` (plain keys), making dicts on the way."""
     for key in path[:-1]:
@@ -361,6 +384,8 @@ def adoption(status, desired, mode="refuse", chart="", role="", defaults=None):
                 if rules.lookup(current, root) is _MISSING and isinstance(default, str):
                     _put(base, root, default)
             merged = rules.merge(base, desired)
+            if chart == "kueue":
+                merged = _kueue_cert_manager(merged, current)
             decision, reason = "merge", why + "; %s_adopt: merge keeps its values, fairgpu's merged over them" % role
             result["kept"] = found["dropped"]
             values = dict(merged, **marker(merged, merged=merged != desired)) if mark else merged
