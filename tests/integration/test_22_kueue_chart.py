@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -23,7 +24,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import helm_release
-from conftest import KWOK_WORKDIR, ROOT, playbook
+from conftest import KWOK_WORKDIR, ROOT, playbook, wait_until
 
 RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
 # FAIRGPU_IT_KUEUE_HELM_CLUSTER / FAIRGPU_IT_KUEUE_HELM_PORT: another cluster name and port base (the API server's
@@ -406,3 +407,52 @@ def test_merge_a_second_time_changes_nothing(chart, platform):
     assert run.rc == 0, run.messages()
     assert run.stats["changed"] == 0, run.changed_tasks()
     assert platform_revision(api) == [1, 2]
+
+
+# --- Chart repositories without a named repository (issue 25) --------------------------------------------------
+REPO_PORT = int(os.environ.get("FAIRGPU_IT_KUEUE_HELM_PORT", "30100")) + 50
+
+
+def test_a_repository_url_is_read_afresh_on_every_call_from_a_fresh_control_node(tmp_path):
+    """What the gpu_operator role (chart_repo_url) and monitoring_chart_repo_url rely on, with the real helm: --repo
+    downloads the repository's index on every call (helm pkg/repo/chartrepo.go FindChartInAuthAndTLSAndPassRepoURL),
+    so a control node without any repository configured finds the chart, and a version published after the last
+    call is found at once, with no helm repo add or update. The repository is a directory served on loopback."""
+    helm_bin = toolchain("helm")
+    binary, source = helm_bin["binaries"]["helm"], helm_bin["kueue_chart"]
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
+           "HELM_REPOSITORY_CONFIG": str(home / "repositories.yaml"), "HELM_REPOSITORY_CACHE": str(home / "cache"),
+           "HELM_CACHE_HOME": str(home / "cache-home"), "HELM_CONFIG_HOME": str(home / "config")}
+    url = "http://127.0.0.1:%d" % REPO_PORT
+
+    def publish(version):
+        chart_dir = tmp_path / ("kueue-" + version) / "kueue"
+        shutil.copytree(source, chart_dir)
+        meta_path = chart_dir / "Chart.yaml"
+        meta = yaml.safe_load(meta_path.read_text())
+        meta["version"] = version
+        meta_path.write_text(yaml.safe_dump(meta))
+        subprocess.run([binary, "package", str(chart_dir), "-d", str(repo)], check=True, env=env, capture_output=True)
+        subprocess.run([binary, "repo", "index", str(repo), "--url", url], check=True, env=env, capture_output=True)
+
+    def show(version):
+        return subprocess.run([binary, "show", "chart", "kueue", "--repo", url, "--version", version], env=env,
+                              capture_output=True, text=True)
+
+    publish("0.19.2")
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(REPO_PORT), "--bind", "127.0.0.1",
+                               "--directory", str(repo)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: show("0.19.2").returncode == 0, 20, what="the loopback chart repository")
+        assert yaml.safe_load(show("0.19.2").stdout)["version"] == "0.19.2"
+        assert not (home / "repositories.yaml").exists()          # nothing was added to the control node
+        missing = show("0.19.3")
+        assert missing.returncode != 0 and 'chart "kueue" version "0.19.3" not found in %s repository' % url \
+            in missing.stderr, missing.stderr
+        publish("0.19.3")
+        assert yaml.safe_load(show("0.19.3").stdout)["version"] == "0.19.3"   # no helm repo update
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
