@@ -33,6 +33,7 @@ def gpu_operator_values(**inventory):
     """The gpu_operator role's values for helm (its defaults and vars templated), as plain JSON types."""
     return json.loads(json.dumps(helm_values(**inventory)))
 
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "charts")
 with open(os.path.join(ROOT, "files", "toolchain", "versions.env")) as _handle:

@@ -412,17 +412,16 @@ def listing(result):
     """The lines a person reads: the decision, then every change and every dropped (or kept) value."""
     lines = [result["reason"]]
     for change in result["changes"]:
-        lines.append("  fairgpu sets %s: %s%s -> %s" % (change["key"], _show(change["old"]),
-                                                       " (chart default)" if change["from"] == "chart default" else "",
-                                                       _show(change["new"])))
+        note = " (chart default)" if change["from"] == "chart default" else ""
+        lines.append("  fairgpu sets %s: %s%s -> %s" % (change["key"], _show(change["old"]), note, _show(change["new"])))
     verb = "kept (merge)" if result["decision"] == "merge" else "dropped by an upgrade with reset values"
     for drop in result["dropped"]:
         if drop.get("from") == "chart default":
             lines.append("  %s: %s = %s (the chart's default the release runs with)" % (
                 verb, drop["key"], _show(drop["value"])))
         else:
-            lines.append("  %s: %s = %s (chart default %s)" % (verb, drop["key"], _show(drop["value"]),
-                                                              _show(drop["default"])))
+            lines.append("  %s: %s = %s (chart default %s)" % (
+                verb, drop["key"], _show(drop["value"]), _show(drop["default"])))
     return lines
 
 
@@ -455,7 +454,7 @@ def chart_source(ref, repo_url="", variable="chart_ref"):
     if ref.startswith(("oci://", "http://", "https://", "/", "./", "../", "~")) or \
             ref.endswith((".tgz", ".tar.gz")):
         return {"chart_ref": ref, "chart_repo_url": None}
-    name = ref.split("/")[-1]
+    name = ref.rsplit("/", maxsplit=1)[-1]
     if repo_url:
         return {"chart_ref": name, "chart_repo_url": repo_url}
     if "/" in ref:
