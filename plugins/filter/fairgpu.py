@@ -16,6 +16,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import helm_release
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
@@ -42,6 +43,8 @@ class FilterModule(object):
             "run_recorded_path": resolve.recorded_path,
             "run_record": run_record,
             "fleet_errors": fleet.fleet_errors,
+            "helm_chart_source": helm_release.chart_source,
+            "helm_owned_keys": helm_release.owned_keys,
             "fleet_policy_errors": fleet.policy_errors,
             "fleet_batches": fleet.batches,
             "kubeconfig_context_errors": cluster_kubeconfig.context_errors,

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -23,7 +24,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import helm_release
-from conftest import KWOK_WORKDIR, ROOT, VARS, playbook
+from conftest import KWOK_WORKDIR, ROOT, VARS, playbook, wait_until
 
 RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
 CHART = {
@@ -34,7 +35,8 @@ CHART = {
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "kueue_chart_test_record": RECORD,
 }
-# FAIRGPU_IT_CHART: JSON overrides (cluster_name, run_local_ports) for a run beside the usual one.
+# FAIRGPU_IT_CHART: JSON overrides (cluster_name, run_local_ports, cluster_kwok_apiserver_port) for a run beside the
+# usual one.
 CHART.update(json.loads(os.environ.get("FAIRGPU_IT_CHART") or "{}"))
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CHART["cluster_name"], "kubeconfig.yaml")
 NAMESPACE = "kueue-system"
@@ -329,3 +331,161 @@ def test_teardown_uninstalls_the_release_and_what_it_made(chart):
     assert [r.metadata.name for r in k8s.RbacAuthorizationV1Api(api).list_cluster_role().items
             if r.metadata.name.startswith("kueue-")] == []
     assert core.list_namespaced_config_map(NAMESPACE, label_selector="app.kubernetes.io/instance=kueue").items == []
+
+
+# --- A platform team's Kueue (issue 25, adopt, don't overwrite) ------------------------------------------------
+# After fairgpu's own release is gone (the test above), a platform team installs the same chart with the real helm
+# under another release name, with their values: 2 replicas, a feature gate, and a Configuration with the PyTorchJob
+# and RayJob integrations. fairgpu's kueue role, pointed at that release, must not drop them: by default it stops
+# before any change and lists them; with kueue_adopt: merge it keeps them and merges its own Configuration over them.
+PLATFORM = "platform-kueue"
+PLATFORM_GATE = {"name": "ElasticJobsViaWorkloadSlices", "enabled": True}      # kueue v0.19.2 pkg/features, alpha
+PLATFORM_FRAMEWORKS = ["batch/job", "kubeflow.org/pytorchjob", "ray.io/rayjob"]
+ADOPT = dict(CHART, kueue_release_name=PLATFORM)
+
+
+def helm(record, *args):
+    return subprocess.run([record["helm"], "--kubeconfig", KUBECONFIG, "-n", NAMESPACE] + list(args), check=True,
+                          capture_output=True, text=True).stdout
+
+
+def platform_revision(api):
+    secrets = k8s.CoreV1Api(api).list_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=" + PLATFORM).items
+    return sorted(int(s.metadata.labels["version"]) for s in secrets)
+
+
+@pytest.fixture(scope="module")
+def platform(chart, tmp_path_factory):
+    """The platform team's release, installed with the real helm from the toolchain's Kueue chart (after fairgpu's
+    own release is gone: the two would own the same CRDs; uninstalled here as the teardown test does, when that test
+    did not run first)."""
+    _run, api, record = chart
+    if k8s.CoreV1Api(api).list_namespaced_secret(NAMESPACE, label_selector="owner=helm,name=kueue").items:
+        run = playbook("teardown.yml", "-e", json.dumps(dict(CHART, run_helm_binary=record["helm"], **AS_EXISTING)))
+        assert run.rc == 0, run.messages()
+    with open(os.path.join(record["chart"], "values.yaml")) as handle:
+        config = yaml.safe_load(yaml.safe_load(handle)["managerConfig"]["controllerManagerConfigYaml"])
+    config["integrations"]["frameworks"] = PLATFORM_FRAMEWORKS
+    values = {"controllerManager": {"replicas": 2, "featureGates": [PLATFORM_GATE]},
+              "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config)}}
+    path = tmp_path_factory.mktemp("platform") / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    helm(record, "install", PLATFORM, record["chart"], "--create-namespace", "-f", str(path))
+    assert platform_revision(api) == [1]
+    return values
+
+
+def test_a_platform_release_is_refused_before_anything_changes(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(ADOPT))
+    messages = run.messages()
+    assert run.rc != 0 and "kueue_adopt: refuse: release %s" % PLATFORM in messages, messages
+    assert "was not installed by fairgpu" in messages and "Nothing was changed on the cluster" in messages
+    for key in ("controllerManager.replicas = 2 (chart default 1)",
+                "controllerManager.featureGates[name=ElasticJobsViaWorkloadSlices]",
+                "managerConfig.controllerManagerConfigYaml: integrations.frameworks[kubeflow.org/pytorchjob]",
+                "managerConfig.controllerManagerConfigYaml: integrations.frameworks[ray.io/rayjob]"):
+        assert "dropped by an upgrade with reset values: " + key in messages, messages
+    assert "set kueue_adopt: merge" in messages and "kueue_extra_values" in messages
+    assert not any("Install the Kueue chart" in t for t in run.changed_tasks())
+    assert platform_revision(api) == [1]
+
+
+def test_check_diff_states_the_merged_values_and_changes_nothing(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   "--diff", check=True)
+    assert run.rc == 0, run.messages()
+    (adoption,) = [host for play in run.result["plays"] for task in play["tasks"] for host in task["hosts"].values()
+                   if "Decide what to do with the release" in task["task"]["name"]]
+    assert adoption["decision"] == "merge" and adoption["changed"] is True
+    after = yaml.safe_load(adoption["diff"]["after"])
+    assert after["controllerManager"]["replicas"] == 2
+    config = yaml.safe_load(after["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["integrations"]["frameworks"] == PLATFORM_FRAMEWORKS and "fairSharing" in config
+    assert yaml.safe_load(adoption["diff"]["before"]) == platform
+    assert platform_revision(api) == [1]
+
+
+def test_merge_keeps_the_platforms_values_and_sets_fairgpus_configuration(chart, platform):
+    _run, api, record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   timeout=900)
+    assert run.rc == 0, run.messages()
+    assert platform_revision(api) == [1, 2]
+    values = yaml.safe_load(helm(record, "get", "values", PLATFORM, "-o", "yaml"))
+    assert values["controllerManager"]["replicas"] == 2
+    assert values["controllerManager"]["featureGates"] == [PLATFORM_GATE]
+    assert "fairgpu" not in values             # not fairgpu's: never marked, so teardown never uninstalls it
+    # What the API server holds: the Deployment helm rendered, and the manager's ConfigMap.
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(PLATFORM + "-controller-manager", NAMESPACE)
+    assert deployment.spec.replicas == 2
+    manager = next(c for c in deployment.spec.template.spec.containers if c.name == "manager")
+    assert "--feature-gates=ElasticJobsViaWorkloadSlices=true" in manager.args
+    data = k8s.CoreV1Api(api).read_namespaced_config_map(PLATFORM + "-manager-config", NAMESPACE).data
+    config = yaml.safe_load(data["controller_manager_config.yaml"])
+    assert config["integrations"]["frameworks"] == PLATFORM_FRAMEWORKS
+    assert config["fairSharing"]["preemptionStrategies"] == ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+    assert config["waitForPodsReady"]["timeout"] == "60s"                   # tests/integration/vars.yml
+    assert config["metrics"]["enableClusterQueueResources"] is True
+    assert config["internalCertManagement"]["webhookServiceName"] == PLATFORM + "-webhook-service"
+    # The chart's own defaults the platform's document kept stay too.
+    assert config["controller"]["groupKindConcurrency"]["Job.batch"] == 5
+
+
+def test_merge_a_second_time_changes_nothing(chart, platform):
+    _run, api, _record = chart
+    run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(dict(ADOPT, kueue_adopt="merge")),
+                   timeout=900)
+    assert run.rc == 0, run.messages()
+    assert run.stats["changed"] == 0, run.changed_tasks()
+    assert platform_revision(api) == [1, 2]
+
+
+# --- Chart repositories without a named repository (issue 25) --------------------------------------------------
+REPO_PORT = int(os.environ.get("FAIRGPU_IT_KUEUE_HELM_PORT", "30100")) + 50
+
+
+def test_a_repository_url_is_read_afresh_on_every_call_from_a_fresh_control_node(tmp_path):
+    """What the gpu_operator role (chart_repo_url) and monitoring_chart_repo_url rely on, with the real helm: --repo
+    downloads the repository's index on every call (helm pkg/repo/chartrepo.go FindChartInAuthAndTLSAndPassRepoURL),
+    so a control node without any repository configured finds the chart, and a version published after the last
+    call is found at once, with no helm repo add or update. The repository is a directory served on loopback."""
+    helm_bin = toolchain("helm")
+    binary, source = helm_bin["binaries"]["helm"], helm_bin["kueue_chart"]
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
+           "HELM_REPOSITORY_CONFIG": str(home / "repositories.yaml"), "HELM_REPOSITORY_CACHE": str(home / "cache"),
+           "HELM_CACHE_HOME": str(home / "cache-home"), "HELM_CONFIG_HOME": str(home / "config")}
+    url = "http://127.0.0.1:%d" % REPO_PORT
+
+    def publish(version):
+        chart_dir = tmp_path / ("kueue-" + version) / "kueue"
+        shutil.copytree(source, chart_dir)
+        meta_path = chart_dir / "Chart.yaml"
+        meta = yaml.safe_load(meta_path.read_text())
+        meta["version"] = version
+        meta_path.write_text(yaml.safe_dump(meta))
+        subprocess.run([binary, "package", str(chart_dir), "-d", str(repo)], check=True, env=env, capture_output=True)
+        subprocess.run([binary, "repo", "index", str(repo), "--url", url], check=True, env=env, capture_output=True)
+
+    def show(version):
+        return subprocess.run([binary, "show", "chart", "kueue", "--repo", url, "--version", version], env=env, check=False,
+                              capture_output=True, text=True)
+
+    publish("0.19.2")
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(REPO_PORT), "--bind", "127.0.0.1",
+                               "--directory", str(repo)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: show("0.19.2").returncode == 0, 20, what="the loopback chart repository")
+        assert yaml.safe_load(show("0.19.2").stdout)["version"] == "0.19.2"
+        assert not (home / "repositories.yaml").exists()          # nothing was added to the control node
+        missing = show("0.19.3")
+        assert missing.returncode != 0 and 'chart "kueue" version "0.19.3" not found in %s repository' % url \
+            in missing.stderr, missing.stderr
+        publish("0.19.3")
+        assert yaml.safe_load(show("0.19.3").stdout)["version"] == "0.19.3"   # no helm repo update
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

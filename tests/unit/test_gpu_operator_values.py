@@ -38,11 +38,11 @@ def helm_values(**inventory):
     variables["run_settings"] = resolve.run_settings("site", "existing")
     variables.update(inventory)
     variables.update(loader.load_from_file(os.path.join(ROLE, "vars", "main.yml"), trusted_as_template=True))
-    # fairgpu's release marker (a collection filter of the helm_info result; tests/unit/test_teardown_plan.py)
-    variables["gpu_operator_release_marker"] = {}
-    (task,) = [t for t in loader.load_from_file(os.path.join(ROLE, "tasks", "helm.yml"), trusted_as_template=True)
-               if "kubernetes.core.helm" in t]
-    return Templar(loader=loader, variables=variables).template(task["kubernetes.core.helm"]["values"])
+    # What tasks/adopt.yml hands to fairgpu.tenancy.helm_release_adoption, whose helm_values the helm task passes
+    # (fairgpu's marker added, or merged over an existing release's values: tests/unit/test_helm_release.py).
+    (task,) = [t for t in loader.load_from_file(os.path.join(ROLE, "tasks", "adopt.yml"), trusted_as_template=True)
+               if "fairgpu.tenancy.helm_release_adoption" in t]
+    return Templar(loader=loader, variables=variables).template(task["fairgpu.tenancy.helm_release_adoption"]["values"])
 
 
 def toolkit_env(values):

@@ -287,9 +287,11 @@ def release_objects(manifest, namespace):
 
 
 def marked(values):
-    """Whether Helm values carry fairgpu's ``RELEASE_MARKER``."""
+    """Whether Helm values carry fairgpu's ``RELEASE_MARKER`` (its ``installedBy``; the marker may also record a
+    digest of the values fairgpu passed, ``plan/helm_release.py``)."""
     key = next(iter(RELEASE_MARKER))
-    return isinstance(values, dict) and values.get(key) == RELEASE_MARKER[key]
+    mark = values.get(key) if isinstance(values, dict) else None
+    return isinstance(mark, dict) and mark.get("installedBy") == RELEASE_MARKER[key]["installedBy"]
 
 
 def release_marker(status):
