@@ -443,7 +443,8 @@ def test_merge_a_second_time_changes_nothing(chart, platform):
 
 
 # --- Chart repositories without a named repository (issue 25) --------------------------------------------------
-REPO_PORT = int(os.environ.get("FAIRGPU_IT_KUEUE_HELM_PORT", "30100")) + 50
+# The loopback chart repository of the test below (a port of this file's own cluster range).
+REPO_PORT = 30150
 
 
 def test_a_repository_url_is_read_afresh_on_every_call_from_a_fresh_control_node(tmp_path):
