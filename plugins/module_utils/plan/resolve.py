@@ -51,6 +51,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.chart import chart_ref_kind
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
 
 PATHS = ("kueue", "mig")
 DEFAULT_PATH = "kueue"
@@ -234,7 +235,7 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
     {"kueue", "gpu_operator", "monitoring"}, "mig_parted_config_name": the MIG manager's ConfigMap, "local":
     {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value},
-    "helm_binary": str}``; the run
+    "helm_binary": str, "pod_security": [cluster.pod_security.rows row]}``; the run
     role adds ``"connection": {"kubeconfig", "context"}``. Errors name the variable and the fix; with errors the
     other keys hold the defaults and must not be used.
     """
@@ -317,6 +318,10 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
                   "kueue_ca_dir": state_dir + "/kueue"},
         "versions": dict(versions or {}),
         "helm_binary": helm_binary.strip(),
+        # The namespaces fairgpu installs into and their Pod Security levels (cluster/pod_security.py), read by the
+        # cluster role's pre-check and each role's namespace task.
+        "pod_security": pod_security.rows(modes, namespaces, dict(CHART_SETTING_DEFAULTS, **dict(
+            (k, v) for k, v in (chart_settings or {}).items() if v is not None))["monitoring_install_chart"]),
     }
 
 

@@ -1,0 +1,191 @@
+"""Pod Security of the namespaces fairgpu installs into (plugins/module_utils/cluster/pod_security.py): the levels,
+the labels, and the pre-check that reads existing namespaces and the cluster's default before anything is installed.
+
+The refusal texts are PodSecurity's own (k8s.io/pod-security-admission v0.36.3 admission/admission.go EvaluatePod,
+"violates PodSecurity %q: %s"; policy/check_*.go for the details), as kube-apiserver v1.36.3 answers a dry-run pod
+create; the JSON form is the Status body kubernetes.core.k8s puts in its failure message."""
+
+import json
+
+import pytest
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security as psa
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan.resolve import run_settings
+
+BASELINE_REFUSAL = (
+    'pods "fairgpu-pod-security-probe" is forbidden: violates PodSecurity "baseline:latest": host namespaces '
+    '(hostNetwork=true, hostPID=true), privileged (container "probe" must not set securityContext.privileged=true), '
+    'hostPath volumes (volume "host")')
+STATUS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": BASELINE_REFUSAL,
+          "reason": "Forbidden", "details": {"name": "fairgpu-pod-security-probe", "kind": "pods"}, "code": 403}
+# kubernetes.core.k8s: "Failed to create object: b'<Status JSON>'" (module_utils/k8s/service.py create).
+MODULE_MSG = "Failed to create object: b'%s'" % json.dumps(STATUS)
+
+
+def ns(name, labels=None, managers=("kubectl-create",)):
+    return {"object": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}},
+            "other_writers": list(managers)}
+
+
+def operator_rows():
+    return psa.rows({"gpu_operator": "helm", "kueue": "helm", "monitoring": "helm"},
+                    {"gpu_operator": "gpu-operator", "kueue": "kueue-system", "monitoring": "monitoring"})
+
+
+def test_the_levels_each_upstream_documents():
+    rows = {r["namespace"]: r for r in operator_rows()}
+    assert (rows["gpu-operator"]["needs"], rows["gpu-operator"]["label"]) == ("privileged", "privileged")
+    assert "docs.nvidia.com" in rows["gpu-operator"]["source"]
+    assert (rows["monitoring"]["needs"], rows["monitoring"]["label"]) == ("privileged", "privileged")
+    assert "prometheus-node-exporter" in rows["monitoring"]["source"]
+    assert (rows["kueue-system"]["needs"], rows["kueue-system"]["label"]) == ("restricted", "restricted")
+
+
+def test_local_modes_run_no_pods_and_are_labelled_restricted():
+    rows = psa.rows({"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"},
+                    {"gpu_operator": "gpu-operator", "kueue": "kueue-system", "monitoring": "fairgpu-monitoring"})
+    assert [(r["namespace"], r["needs"], r["label"]) for r in rows] == [
+        ("kueue-system", None, "restricted"), ("fairgpu-monitoring", None, "restricted")]
+    # A Prometheus Operator already there: fairgpu's objects only, no node-exporter.
+    assert psa.policy("monitoring", "helm", install_chart=False)["needs"] is None
+    assert psa.policy("monitoring", "helm", install_chart="false")["needs"] is None
+
+
+def test_the_resolver_carries_the_rows():
+    settings = run_settings("site", "existing")
+    assert [r["namespace"] for r in settings["pod_security"]] == ["gpu-operator", "kueue-system", "fairgpu-monitoring"]
+    settings = run_settings("site", "existing", chart_settings={"monitoring_install_chart": False})
+    assert settings["pod_security"][-1]["needs"] is None
+
+
+def test_labels_enforce_audit_warn_with_versions():
+    assert psa.labels("privileged") == {
+        "pod-security.kubernetes.io/enforce": "privileged", "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/audit": "privileged", "pod-security.kubernetes.io/audit-version": "latest",
+        "pod-security.kubernetes.io/warn": "privileged", "pod-security.kubernetes.io/warn-version": "latest"}
+    with pytest.raises(ValueError):
+        psa.labels("root")
+
+
+@pytest.mark.parametrize("enforced, needed, ok", [
+    ("privileged", "privileged", True), ("baseline", "privileged", False), ("restricted", "privileged", False),
+    ("baseline", "restricted", True), ("restricted", "restricted", True), ("restricted", None, True),
+])
+def test_admits(enforced, needed, ok):
+    assert psa.admits(enforced, needed) is ok
+
+
+def test_absent_namespaces_are_created_labelled():
+    result = psa.plan(operator_rows(), {})
+    assert result["errors"] == [] and result["probe"] == []
+    gpu = result["namespaces"]["gpu-operator"]
+    assert gpu["action"] == "create"
+    assert gpu["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert gpu["labels"]["app.kubernetes.io/managed-by"] == "fairgpu"
+    assert result["namespaces"]["kueue-system"]["labels"]["pod-security.kubernetes.io/warn"] == "restricted"
+
+
+def test_fairgpus_own_namespace_is_relabelled():
+    found = {"gpu-operator": ns("gpu-operator", {"app.kubernetes.io/managed-by": "fairgpu",
+                                                 "pod-security.kubernetes.io/enforce": "baseline"}, managers=())}
+    result = psa.plan(operator_rows(), found)
+    assert result["errors"] == []
+    assert result["namespaces"]["gpu-operator"]["action"] == "label"
+
+
+def test_a_namespace_someone_else_wrote_to_is_not_fairgpus_even_with_the_label():
+    # An earlier fairgpu put its managed-by label on a namespace that was there (server-side apply): another
+    # field manager wrote to it, so it stays theirs (the rule teardown uses).
+    found = {"gpu-operator": ns("gpu-operator", {"app.kubernetes.io/managed-by": "fairgpu",
+                                                 "pod-security.kubernetes.io/enforce": "baseline"}, managers=("helm",))}
+    result = psa.plan(operator_rows(), found)
+    assert result["namespaces"]["gpu-operator"]["action"] == "keep"
+    assert len(result["errors"]) == 1
+
+
+def test_another_teams_namespace_below_the_level_stops_the_run_naming_everything():
+    found = {"gpu-operator": ns("gpu-operator", {"pod-security.kubernetes.io/enforce": "baseline"})}
+    result = psa.plan(operator_rows(), found)
+    assert result["namespaces"]["gpu-operator"]["action"] == "keep"
+    [error] = result["errors"]
+    assert error.startswith("Pod Security: namespace gpu-operator exists, is not fairgpu's and enforces baseline "
+                            "(its label pod-security.kubernetes.io/enforce)")
+    assert "need privileged" in error and "NFD worker" in error
+    assert "kubectl label --overwrite namespace gpu-operator pod-security.kubernetes.io/enforce=privileged" in error
+    assert "does not relabel a namespace it does not own" in error
+
+
+def test_another_teams_namespace_at_a_level_that_admits_is_kept_as_it_is():
+    found = {"gpu-operator": ns("gpu-operator", {"pod-security.kubernetes.io/enforce": "privileged"}),
+             "kueue-system": ns("kueue-system", {"pod-security.kubernetes.io/enforce": "restricted"}),
+             "monitoring": ns("monitoring", {"pod-security.kubernetes.io/enforce": "privileged"})}
+    result = psa.plan(operator_rows(), found)
+    assert result["errors"] == []
+    assert {n: r["action"] for n, r in result["namespaces"].items()} == {
+        "gpu-operator": "keep", "kueue-system": "keep", "monitoring": "keep"}
+    assert all(r["labels"] == {} for r in result["namespaces"].values())
+
+
+def test_an_unknown_level_is_read_as_restricted():
+    found = {"gpu-operator": ns("gpu-operator", {"pod-security.kubernetes.io/enforce": "Privileged"})}
+    [error] = psa.plan(operator_rows(), found)["errors"]
+    assert "enforces restricted" in error and "'Privileged', which Pod Security reads as restricted" in error
+
+
+def test_an_unlabelled_namespace_is_probed_then_judged_by_the_cluster_default():
+    found = {"monitoring": ns("monitoring")}
+    first = psa.plan(operator_rows(), found)
+    assert first["probe"] == ["monitoring"] and first["errors"] == []
+    second = psa.plan(operator_rows(), found, {"monitoring": {"failed": True, "msg": MODULE_MSG}})
+    assert second["probe"] == []
+    [error] = second["errors"]
+    assert "enforces baseline (the cluster's default (it has no pod-security.kubernetes.io/enforce label))" in error
+    # What would be refused, in PodSecurity's words.
+    assert ('host namespaces (hostNetwork=true, hostPID=true), privileged (container "probe" must not set '
+            'securityContext.privileged=true), hostPath volumes (volume "host")') in error
+    assert second["namespaces"]["monitoring"]["source"] == "cluster default"
+
+
+def test_an_unlabelled_namespace_the_default_admits_is_fine():
+    found = {"monitoring": ns("monitoring")}
+    result = psa.plan(operator_rows(), found, {"monitoring": {"failed": False, "msg": ""}})
+    assert result["errors"] == [] and result["namespaces"]["monitoring"]["level"] == "admitted"
+
+
+def test_a_probe_failing_for_another_reason_says_so():
+    found = {"monitoring": ns("monitoring")}
+    msg = ('Failed to create object: b\'{"message":"admission webhook \\"x.kyverno.svc\\" does not support dry run"}\'')
+    [error] = psa.plan(operator_rows(), found, {"monitoring": {"failed": True, "msg": msg}})["errors"]
+    assert "failed for another reason" in error and "does not support dry run" in error
+
+
+def test_no_pods_no_probe():
+    rows = psa.rows({"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"},
+                    {"gpu_operator": "g", "kueue": "kueue-system", "monitoring": "m"})
+    result = psa.plan(rows, {"kueue-system": ns("kueue-system"), "m": ns("m", {"pod-security.kubernetes.io/enforce": "restricted"})})
+    del result["lines"]
+    assert result == {"errors": [], "probe": [],
+                      "namespaces": {"kueue-system": {"action": "keep", "labels": {}, "level": None, "source": None},
+                                     "m": {"action": "keep", "labels": {}, "level": "restricted", "source": "label"}}}
+
+
+@pytest.mark.parametrize("text", [BASELINE_REFUSAL, MODULE_MSG, json.dumps(STATUS)])
+def test_refusal_reads_the_level_and_what(text):
+    refused = psa.refusal(text)
+    assert (refused["level"], refused["version"]) == ("baseline", "latest")
+    assert refused["detail"].startswith("host namespaces (hostNetwork=true, hostPID=true)")
+    assert refused["detail"].endswith('hostPath volumes (volume "host")')
+
+
+def test_refusal_of_other_errors_is_none():
+    assert psa.refusal('namespaces "x" not found') is None
+    assert psa.refusal(None) is None
+
+
+def test_the_probe_pod_asks_for_what_the_operands_need():
+    pod = psa.probe_pod("gpu-operator", psa.policy("gpu_operator", "helm"))
+    spec = pod["spec"]
+    assert spec["hostNetwork"] and spec["hostPID"] and spec["volumes"][0]["hostPath"] == {"path": "/"}
+    assert spec["containers"][0]["securityContext"] == {"privileged": True}
+    restricted = psa.probe_pod("kueue-system", psa.policy("kueue", "helm"))["spec"]["containers"][0]["securityContext"]
+    assert restricted["runAsNonRoot"] and restricted["capabilities"] == {"drop": ["ALL"]}
