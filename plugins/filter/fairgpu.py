@@ -67,6 +67,8 @@ class FilterModule(object):
             "pod_security_plan": pod_security_plan,
             "pod_security_row": pod_security_row,
             "pod_security_probe_pod": pod_security.probe_pod,
+            "pod_security_admission_configuration": pod_security.admission_configuration,
+            "pod_security_admission_configuration_errors": pod_security.admission_configuration_errors,
             "run_recorded_path": resolve.recorded_path,
             "run_record": run_record,
             "fleet_errors": fleet.fleet_errors,

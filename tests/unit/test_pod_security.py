@@ -189,3 +189,29 @@ def test_the_probe_pod_asks_for_what_the_operands_need():
     assert spec["containers"][0]["securityContext"] == {"privileged": True}
     restricted = psa.probe_pod("kueue-system", psa.policy("kueue", "helm"))["spec"]["containers"][0]["securityContext"]
     assert restricted["runAsNonRoot"] and restricted["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_admission_configuration_of_the_embedded_api_server():
+    defaults = {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"}
+    assert psa.admission_configuration_errors(defaults, {"namespaces": ["kube-system"]}) == []
+    assert psa.admission_configuration(defaults, {"namespaces": ["kube-system"]}) == {
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "PodSecurity", "configuration": {
+            "apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"},
+            "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": ["kube-system"]}}}]}
+    assert psa.admission_configuration({}) is None and psa.admission_configuration(None) is None
+
+
+@pytest.mark.parametrize("defaults, exemptions, message", [
+    ({"enforce": "strict"}, None, "cluster_kwok_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
+    ({"enforce-version": "1.30"}, None, "cluster_kwok_pod_security_defaults.enforce-version: '1.30' is not"),
+    ({"enforced": "baseline"}, None, "cluster_kwok_pod_security_defaults.enforced: unknown key"),
+    ("baseline", None, "cluster_kwok_pod_security_defaults: give a mapping"),
+    ({"enforce": "baseline"}, {"users": ["a"]}, "cluster_kwok_pod_security_exemptions.users: unknown key"),
+    ({"enforce": "baseline"}, {"namespaces": "kube-system"}, "cluster_kwok_pod_security_exemptions.namespaces: give a list"),
+    ({}, {"namespaces": ["kube-system"]}, "cluster_kwok_pod_security_exemptions: exemptions without"),
+])
+def test_admission_configuration_errors(defaults, exemptions, message):
+    errors = psa.admission_configuration_errors(defaults, exemptions)
+    assert len(errors) == 1 and errors[0].startswith(message), errors

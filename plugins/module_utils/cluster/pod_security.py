@@ -258,3 +258,57 @@ def _refused(name, row, level, where, detail):
             "(run_namespaces)"
             % (name, level, where, row["what"], row["needs"], row["source"],
                (": " + detail) if detail else "", name, LABEL, row["needs"]))
+
+
+# The embedded cluster's API server can enforce a default level, as hardened distributions do: an
+# AdmissionConfiguration (apiserver.config.k8s.io/v1) for the PodSecurity plugin, whose configuration is a
+# PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1) with defaults and exemptions, given to
+# kube-apiserver by --admission-control-config-file
+# (https://kubernetes.io/docs/tasks/configure-pod-container/enforce-standards-admission-controller/; the types:
+# k8s.io/pod-security-admission v0.36.3 admission/api/v1/types.go). Role variables cluster_kwok_pod_security_defaults
+# and cluster_kwok_pod_security_exemptions.
+DEFAULT_KEYS = tuple(k for mode in MODES for k in (mode, mode + "-version"))
+EXEMPTION_KEYS = ("usernames", "runtimeClasses", "namespaces")
+_VERSION = re.compile(r"^(latest|v1\.(0|[1-9][0-9]*))$")
+
+
+def admission_configuration_errors(defaults, exemptions=None):
+    """Messages for ``cluster_kwok_pod_security_defaults`` (``{enforce|audit|warn: level, <mode>-version:
+    "latest" | "v1.<minor>"}``; None or {}: no configuration) and ``cluster_kwok_pod_security_exemptions``
+    (``{usernames|runtimeClasses|namespaces: [str]}``). [] when fine."""
+    errors = []
+    where = "cluster_kwok_pod_security_defaults"
+    if defaults not in (None, "") and not isinstance(defaults, dict):
+        return ["%s: give a mapping of %s, got %r" % (where, ", ".join(DEFAULT_KEYS), defaults)]
+    for key in sorted(str(k) for k in (defaults or {}) if k not in DEFAULT_KEYS):
+        errors.append("%s.%s: unknown key; the keys are %s" % (where, key, ", ".join(DEFAULT_KEYS)))
+    for key, value in sorted((defaults or {}).items(), key=lambda kv: str(kv[0])):
+        if key in MODES and value not in ORDER:
+            errors.append("%s.%s: %r is not a Pod Security level; use %s" % (where, key, value, ", ".join(ORDER)))
+        if key in DEFAULT_KEYS and key not in MODES and not _VERSION.match(str(value)):
+            errors.append("%s.%s: %r is not a Pod Security version; use latest or v1.<minor>" % (where, key, value))
+    where = "cluster_kwok_pod_security_exemptions"
+    if exemptions not in (None, "") and not isinstance(exemptions, dict):
+        return errors + ["%s: give a mapping of %s, got %r" % (where, ", ".join(EXEMPTION_KEYS), exemptions)]
+    for key, value in sorted((exemptions or {}).items(), key=lambda kv: str(kv[0])):
+        if key not in EXEMPTION_KEYS:
+            errors.append("%s.%s: unknown key; the keys are %s" % (where, key, ", ".join(EXEMPTION_KEYS)))
+        elif not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            errors.append("%s.%s: give a list of names, got %r" % (where, key, value))
+    if exemptions and not defaults:
+        errors.append("%s: exemptions without cluster_kwok_pod_security_defaults change nothing; set the defaults "
+                      "too, or drop the exemptions" % where)
+    return errors
+
+
+def admission_configuration(defaults, exemptions=None):
+    """The AdmissionConfiguration of the PodSecurity plugin with ``defaults`` (missing modes stay PodSecurity's
+    own: privileged, latest) and ``exemptions``; None when ``defaults`` is empty (the API server runs without
+    one). Call ``admission_configuration_errors`` first."""
+    if not defaults:
+        return None
+    config = {"apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
+              "defaults": dict((k, str(defaults[k])) for k in DEFAULT_KEYS if k in defaults),
+              "exemptions": dict((k, list((exemptions or {}).get(k) or [])) for k in EXEMPTION_KEYS)}
+    return {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+            "plugins": [{"name": "PodSecurity", "configuration": config}]}
