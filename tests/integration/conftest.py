@@ -13,8 +13,12 @@ from kubernetes import config as k8s_config
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sockets  # noqa: E402  pylint: disable=wrong-import-position
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARS = os.path.join(ROOT, "tests", "integration", "vars.yml")
+# FAIRGPU_IT_VARS: another copy of vars.yml (another cluster name and ports), for a second suite on this machine.
+VARS = os.environ.get("FAIRGPU_IT_VARS") or os.path.join(ROOT, "tests", "integration", "vars.yml")
 with open(VARS) as _handle:
     CLUSTER = yaml.safe_load(_handle)["cluster_name"]
 KWOK_WORKDIR = os.path.expanduser("~/.local/share/fairgpu/kwok")
@@ -66,6 +70,20 @@ def playbook(name, *args, check=False, timeout=900):
         cmd.append("--check")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=timeout)
     return PlaybookRun(proc)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_only():
+    """Nothing of an embedded cluster dials off the machine (README "Tests"): the whole session long, a background
+    thread samples every second the sockets of the embedded clusters' processes (tests/integration/sockets.py);
+    the session fails, naming the process, its pid and the address, if one was connected outside 127.0.0.0/8
+    (::1, ::ffff:127.x.x.x)."""
+    watcher = sockets.started()
+    yield watcher
+    offences = watcher.stop()
+    if offences:
+        pytest.fail("a process of the embedded cluster connected off the machine (%d samples):\n%s"
+                    % (watcher.samples, "\n".join(sockets.describe(o) for o in offences)), pytrace=False)
 
 
 @pytest.fixture(scope="session")
