@@ -215,3 +215,46 @@ def test_admission_configuration_of_the_embedded_api_server():
 def test_admission_configuration_errors(defaults, exemptions, message):
     errors = psa.admission_configuration_errors(defaults, exemptions)
     assert len(errors) == 1 and errors[0].startswith(message), errors
+
+
+# Field reports, turned into cases.
+def test_tigera_operator_2996_unlabelled_namespace_under_a_baseline_default():
+    # tigera/operator#2996: a namespace without Pod Security labels on a cluster whose default is baseline; the
+    # refusal as the reporter quotes it.
+    msg = ('pods "tigera-operator-6d8c69f9c6-wl988" is forbidden: violates PodSecurity "baseline:latest": host '
+           'namespaces (hostNetwork=true), hostPath volumes (volume "var-lib-calico")')
+    assert psa.refusal(msg) == {"level": "baseline", "version": "latest",
+                                "detail": 'host namespaces (hostNetwork=true), hostPath volumes (volume "var-lib-calico")'}
+    [error] = psa.plan(operator_rows(), {"gpu-operator": ns("gpu-operator")},
+                       {"gpu-operator": {"failed": True, "msg": msg}})["errors"]
+    assert "enforces baseline (the cluster's default" in error and "var-lib-calico" in error
+
+
+def test_openshift_restricted_by_default_admits_kueue_and_refuses_the_gpu_operator():
+    # openshift/sandboxed-containers-operator#217: OpenShift 4.12 enforcing restricted for every pod by default
+    # ("restricted:latest"); OpenShift's label syncer writes only audit and warn (docs.okd.io osdk-complying-with-psa),
+    # so the enforce level is the default's and only a dry run tells it.
+    synced = {"pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
+    found = {"gpu-operator": ns("gpu-operator", synced), "kueue-system": ns("kueue-system", synced)}
+    first = psa.plan(operator_rows(), found)
+    assert first["probe"] == ["gpu-operator", "kueue-system"]
+    refused = ('pods "fairgpu-pod-security-probe" is forbidden: violates PodSecurity "restricted:latest": host '
+               'namespaces (hostNetwork=true, hostPID=true), privileged (container "probe" must not set '
+               'securityContext.privileged=true)')
+    result = psa.plan(operator_rows(), found, {"gpu-operator": {"failed": True, "msg": refused},
+                                               "kueue-system": {"failed": False, "msg": ""}})
+    [error] = result["errors"]
+    assert error.startswith("Pod Security: namespace gpu-operator exists, is not fairgpu's and enforces restricted")
+    assert result["namespaces"]["kueue-system"]["level"] == "admitted"
+
+
+def test_a_pinned_version_is_read():
+    # pulp/pulp-operator#1102, trustyai-service-operator#50: levels pinned to a version, "restricted:v1.24".
+    assert psa.refusal('violates PodSecurity "restricted:v1.24": runAsNonRoot != true')["version"] == "v1.24"
+
+
+def test_nfd_worker_is_named_among_the_gpu_operators_operands():
+    # kubernetes-sigs/node-feature-discovery-operator#156: nfd-worker needs hostNetwork and hostPath volumes; the
+    # GPU Operator's chart deploys NFD in its own namespace, so that namespace needs privileged for it too.
+    row = psa.policy("gpu_operator", "helm")
+    assert "NFD worker" in row["what"] and row["needs"] == "privileged"
