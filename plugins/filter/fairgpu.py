@@ -38,8 +38,8 @@ def run_record(settings):
 
 def pod_security_plan(rows, namespaces, probes=None):
     """``pod_security.plan`` from what the roles read: ``namespaces``, the Namespace objects of a k8s_info
-    (``resources``); ``probes``, the ``results`` of the looped dry-run creates (``item``: the namespace, ``failed``,
-    ``msg``) or None."""
+    (``resources``); ``probes``, the ``results`` of the looped dry-run creates (``item``: the namespace, ``result``:
+    the object the API server would have created, else ``msg``) or None."""
     found = {}
     for obj in namespaces or []:
         name = ((obj or {}).get("metadata") or {}).get("name")
@@ -47,7 +47,9 @@ def pod_security_plan(rows, namespaces, probes=None):
             found[name] = {"object": obj, "other_writers": other_writers(obj)}
     answered = None
     if probes is not None:
-        answered = dict((r.get("item"), {"failed": bool(r.get("failed")), "msg": r.get("msg") or r.get("error") or ""})
+        # failed_when: false clears "failed": a create that returned no object was refused.
+        answered = dict((r.get("item"), {"failed": bool(r.get("failed")) or not isinstance(r.get("result"), dict)
+                                         or not r.get("result"), "msg": r.get("msg") or r.get("error") or ""})
                         for r in probes or [] if isinstance(r, dict) and not r.get("skipped"))
     return pod_security.plan(rows, found, answered)
 

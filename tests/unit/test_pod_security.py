@@ -3,7 +3,7 @@ the labels, and the pre-check that reads existing namespaces and the cluster's d
 
 The refusal texts are PodSecurity's own (k8s.io/pod-security-admission v0.36.3 admission/admission.go EvaluatePod,
 "violates PodSecurity %q: %s"; policy/check_*.go for the details), as kube-apiserver v1.36.3 answers a dry-run pod
-create; the JSON form is the Status body kubernetes.core.k8s puts in its failure message."""
+create (the order of the details is kube-apiserver v1.36.3's, seen in tests/integration/test_15_pod_security.py); the JSON form is the Status body kubernetes.core.k8s puts in its failure message."""
 
 import json
 
@@ -14,8 +14,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan.resolve impor
 
 BASELINE_REFUSAL = (
     'pods "fairgpu-pod-security-probe" is forbidden: violates PodSecurity "baseline:latest": host namespaces '
-    '(hostNetwork=true, hostPID=true), privileged (container "probe" must not set securityContext.privileged=true), '
-    'hostPath volumes (volume "host")')
+    '(hostNetwork=true, hostPID=true), hostPath volumes (volume "host"), privileged (container "probe" must not set '
+    'securityContext.privileged=true)')
 STATUS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": BASELINE_REFUSAL,
           "reason": "Forbidden", "details": {"name": "fairgpu-pod-security-probe", "kind": "pods"}, "code": 403}
 # kubernetes.core.k8s: "Failed to create object: b'<Status JSON>'" (module_utils/k8s/service.py create).
@@ -141,8 +141,8 @@ def test_an_unlabelled_namespace_is_probed_then_judged_by_the_cluster_default():
     [error] = second["errors"]
     assert "enforces baseline (the cluster's default (it has no pod-security.kubernetes.io/enforce label))" in error
     # What would be refused, in PodSecurity's words.
-    assert ('host namespaces (hostNetwork=true, hostPID=true), privileged (container "probe" must not set '
-            'securityContext.privileged=true), hostPath volumes (volume "host")') in error
+    assert ('host namespaces (hostNetwork=true, hostPID=true), hostPath volumes (volume "host"), privileged '
+            '(container "probe" must not set securityContext.privileged=true)') in error
     assert second["namespaces"]["monitoring"]["source"] == "cluster default"
 
 
@@ -174,7 +174,7 @@ def test_refusal_reads_the_level_and_what(text):
     refused = psa.refusal(text)
     assert (refused["level"], refused["version"]) == ("baseline", "latest")
     assert refused["detail"].startswith("host namespaces (hostNetwork=true, hostPID=true)")
-    assert refused["detail"].endswith('hostPath volumes (volume "host")')
+    assert refused["detail"].endswith('privileged (container "probe" must not set securityContext.privileged=true)')
 
 
 def test_refusal_of_other_errors_is_none():
