@@ -72,8 +72,17 @@ def playbook(name, *args, check=False, timeout=900):
     return PlaybookRun(proc)
 
 
+SOCKET_SUMMARY = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The socket watcher's line (what it watched, how often), after the tests."""
+    if SOCKET_SUMMARY in config.stash:
+        terminalreporter.write_line(config.stash[SOCKET_SUMMARY])
+
+
 @pytest.fixture(scope="session", autouse=True)
-def loopback_only():
+def loopback_only(request):
     """Nothing of an embedded cluster dials off the machine (README "Tests"): the whole session long, a background
     thread samples every second the sockets of the embedded clusters' processes (tests/integration/sockets.py);
     the session fails, naming the process, its pid and the address, if one was connected outside 127.0.0.0/8
@@ -81,6 +90,10 @@ def loopback_only():
     watcher = sockets.started()
     yield watcher
     offences = watcher.stop()
+    request.config.stash[SOCKET_SUMMARY] = (
+        "socket watcher: %d samples, watched %s; connections off the machine: %d%s"
+        % (watcher.samples, ", ".join(sorted(watcher.seen)) or "no cluster process", len(offences),
+           "; errors: " + "; ".join(watcher.errors) if watcher.errors else ""))
     if offences:
         pytest.fail("a process of the embedded cluster connected off the machine (%d samples):\n%s"
                     % (watcher.samples, "\n".join(sockets.describe(o) for o in offences)), pytrace=False)

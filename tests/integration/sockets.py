@@ -134,10 +134,13 @@ def socket_inodes(pid, proc="/proc"):
     return inodes
 
 
-def sample(cache, proc="/proc", skip=()):
+def sample(cache, proc="/proc", skip=(), seen=None):
     """One sample: ``[{"pid", "process", "remote", "port", "state", "proto"}]``, every socket of an embedded
-    cluster's process connected off the machine."""
+    cluster's process connected off the machine. ``seen``: a set that gets the names of the processes watched."""
     processes = cluster_processes(cache, proc, skip)
+    if seen is not None:
+        seen.update(os.path.basename(argv[1] if os.path.basename(argv[0]).startswith("python") and len(argv) > 1
+                                     else argv[0]) for argv in processes.values())
     if not processes:
         return []
     tables = {}
@@ -155,8 +158,9 @@ def sample(cache, proc="/proc", skip=()):
             tables[netns] = rows
         for row in tables[netns]:
             if row["inode"] in inodes:
-                offences.append({"pid": pid, "process": " ".join(argv).replace("\n", " ")[:200], "remote": row["remote"],
-                                 "port": row["port"], "state": row["state"], "proto": row["proto"]})
+                offences.append({"pid": pid, "process": " ".join(argv).replace("\n", " ")[:200],
+                                 "remote": row["remote"], "port": row["port"], "state": row["state"],
+                                 "proto": row["proto"]})
     return offences
 
 
@@ -167,12 +171,13 @@ def describe(offence):
 
 class Watcher(threading.Thread):
     """Samples every ``interval`` seconds until ``stop()``; ``offences`` holds each distinct one seen (process,
-    pid, address), in the order seen."""
+    pid, address), in the order seen; ``seen`` the names of the processes it watched (so a run shows that it
+    watched the cluster at all)."""
 
     def __init__(self, cache, interval=1.0, proc="/proc"):
         super(Watcher, self).__init__(name="fairgpu-socket-watcher", daemon=True)
         self.cache, self.interval, self.proc = cache, interval, proc
-        self.offences, self.samples, self.errors = [], 0, []
+        self.offences, self.samples, self.errors, self.seen = [], 0, [], set()
         self._seen = set()
         self._stop_event = threading.Event()
 
@@ -180,7 +185,7 @@ class Watcher(threading.Thread):
         skip = {os.getpid()}
         while not self._stop_event.is_set():
             try:
-                for offence in sample(self.cache, self.proc, skip):
+                for offence in sample(self.cache, self.proc, skip, self.seen):
                     key = (offence["pid"], offence["remote"], offence["port"], offence["proto"])
                     if key not in self._seen:
                         self._seen.add(key)

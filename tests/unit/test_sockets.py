@@ -121,3 +121,12 @@ def test_this_machine_samples_cheaply():
     start = time.monotonic()
     sockets.sample(sockets.toolchain_cache())
     assert time.monotonic() - start < 0.5
+
+
+def test_the_watcher_names_what_it_watched(tmp_path):
+    cache = str(tmp_path / "cache")
+    fake_proc(tmp_path, 4242, [cache + "/kubernetes/bin/kube-apiserver"], cache + "/kubernetes/bin/kube-apiserver", [], TCP)
+    fake_proc(tmp_path, 4343, ["/usr/bin/python3", "/x/files/kubelet/kubelet_sim.py"], "/usr/bin/python3.11", [], TCP)
+    seen = set()
+    assert sockets.sample(cache, str(tmp_path), seen=seen) == []
+    assert seen == {"kube-apiserver", "kubelet_sim.py"}
