@@ -64,7 +64,7 @@ def parse_table(text, family, connected):
         fields = line.split()
         if len(fields) < 10 or fields[3] not in connected:
             continue
-        local, _ = decode_address(fields[1], family)
+        local = decode_address(fields[1], family)[0]
         remote, port = decode_address(fields[2], family)
         sockets.append({"local": local, "remote": remote, "port": port, "state": connected[fields[3]],
                         "inode": int(fields[9])})

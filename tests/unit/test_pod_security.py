@@ -3,7 +3,8 @@ the labels, and the pre-check that reads existing namespaces and the cluster's d
 
 The refusal texts are PodSecurity's own (k8s.io/pod-security-admission v0.36.3 admission/admission.go EvaluatePod,
 "violates PodSecurity %q: %s"; policy/check_*.go for the details), as kube-apiserver v1.36.3 answers a dry-run pod
-create (the order of the details is kube-apiserver v1.36.3's, seen in tests/integration/test_15_pod_security.py); the JSON form is the Status body kubernetes.core.k8s puts in its failure message."""
+create (the order of the details is kube-apiserver v1.36.3's, seen in tests/integration/test_15_pod_security.py);
+the JSON form is the Status body kubernetes.core.k8s puts in its failure message."""
 
 import json
 

@@ -23,13 +23,19 @@ TCP = """\
    2: 0F02000A:A1B2 010200C0:01BB 02 00000001:00000000 01:00000064 00000002     0        0 41003 2 0000000000000000 200 0 0 1 7
    3: 0F02000A:A1B4 22D8B8AC:01BB 01 00000000:00000000 02:00000DC6 00000000     0        0 41004 2 0000000000000000 20 4 28 10 -1
 """
-TCP6 = """\
-  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:C350 01 00000000:00000000 00:00000000 00000000     0        0 42001 1 0000000000000000 20 4 30 10 -1
-   1: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:C351 01 00000000:00000000 00:00000000 00000000     0        0 42002 1 0000000000000000 20 4 30 10 -1
-   2: 0000000000000000FFFF00000F02000A:C352 0000000000000000FFFF0000010200C0:01BB 02 00000000:00000000 00:00000000 00000000     0        0 42003 1 0000000000000000 20 4 30 10 -1
-   3: B80D0120000000000000000001000000:C353 B80D0120000000000000000002000000:01BB 01 00000000:00000000 00:00000000 00000000     0        0 42004 1 0000000000000000 20 4 30 10 -1
-"""
+# Lines of /proc/net/tcp6 as the kernel writes them, each split in two here only for the line length.
+TCP6 = "".join(head + tail + "\n" for head, tail in [
+    ("  sl  local_address                         remote_address                        st tx_queue rx_queue ",
+     "tr tm->when retrnsmt   uid  timeout inode"),
+    ("   0: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:C350 01 00000000:00000000 ",
+     "00:00000000 00000000     0        0 42001 1 0000000000000000 20 4 30 10 -1"),
+    ("   1: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:C351 01 00000000:00000000 ",
+     "00:00000000 00000000     0        0 42002 1 0000000000000000 20 4 30 10 -1"),
+    ("   2: 0000000000000000FFFF00000F02000A:C352 0000000000000000FFFF0000010200C0:01BB 02 00000000:00000000 ",
+     "00:00000000 00000000     0        0 42003 1 0000000000000000 20 4 30 10 -1"),
+    ("   3: B80D0120000000000000000001000000:C353 B80D0120000000000000000002000000:01BB 01 00000000:00000000 ",
+     "00:00000000 00000000     0        0 42004 1 0000000000000000 20 4 30 10 -1"),
+])
 UDP = """\
    sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
   100: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 43001 2 0000000000000000 0
@@ -101,8 +107,8 @@ def test_a_sample_names_the_process_pid_and_address(tmp_path):
     fake_proc(tmp_path, 4343, ["curl", "https://example.com"], "/usr/bin/curl", [41004], TCP)
     [offence] = sockets.sample(cache, str(tmp_path))
     assert (offence["pid"], offence["remote"], offence["port"], offence["state"]) == (4242, "192.0.2.1", 443, "SYN_SENT")
-    assert sockets.describe(offence).startswith("tcp pid 4242 (" + cache + "/kueue-v0.19.2/bin/kueue --config=/c): "
-                                                 "SYN_SENT 192.0.2.1:443")
+    expected = "tcp pid 4242 (" + cache + "/kueue-v0.19.2/bin/kueue --config=/c): SYN_SENT 192.0.2.1:443"
+    assert sockets.describe(offence).startswith(expected)
 
 
 def test_the_watcher_records_each_offence_once(tmp_path):

@@ -232,8 +232,8 @@ def plan(rows, found, probes=None):
         if refused is None:
             errors.append("Pod Security pre-check: a dry-run create of a pod like %s in namespace %s failed for "
                           "another reason, so the level in force there is unknown: %s. Fix what the message says, or "
-                          "label the namespace %senforce=%s yourself" % (row["what"], name, probe.get("msg"), LABEL,
-                                                                          row["needs"]))
+                          "label the namespace %senforce=%s yourself"
+                          % (row["what"], name, probe.get("msg"), LABEL, row["needs"]))
             continue
         result.update(level=refused["level"], source="cluster default")
         errors.append(_refused(name, row, refused["level"], "the cluster's default (it has no %senforce label)"
