@@ -54,9 +54,9 @@ def pod_security_plan(rows, namespaces, probes=None):
     return pod_security.plan(rows, found, answered)
 
 
-def pod_security_row(component, mode, namespace, install_chart=True):
+def pod_security_row(component, mode, namespace, install_chart=True, kueue_values=None):
     """The ``pod_security.policy`` row of one component with its ``namespace`` (None: no namespace)."""
-    row = pod_security.policy(component, mode, install_chart)
+    row = pod_security.policy(component, mode, install_chart, kueue_values)
     if row is not None:
         row["namespace"] = namespace
     return row

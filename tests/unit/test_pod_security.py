@@ -259,3 +259,13 @@ def test_nfd_worker_is_named_among_the_gpu_operators_operands():
     # GPU Operator's chart deploys NFD in its own namespace, so that namespace needs privileged for it too.
     row = psa.policy("gpu_operator", "helm")
     assert "NFD worker" in row["what"] and row["needs"] == "privileged"
+
+
+def test_kueue_on_the_hosts_network_needs_privileged():
+    row = psa.policy("kueue", "helm", kueue_values={"controllerManager": {"hostNetwork": True}})
+    assert (row["needs"], row["label"]) == ("privileged", "privileged") and "hostNetwork" in row["what"]
+    assert psa.policy("kueue", "helm", kueue_values={"controllerManager": {"hostNetwork": False}})["needs"] == "restricted"
+    # The local process runs no pod, whatever the chart's values say.
+    assert psa.policy("kueue", "local", kueue_values={"controllerManager": {"hostNetwork": True}})["needs"] is None
+    rows = run_settings("site", "existing", chart_settings={"kueue_extra_values": {"controllerManager": {"hostNetwork": True}}})
+    assert [r["needs"] for r in rows["pod_security"]] == ["privileged", "privileged", "privileged"]

@@ -88,9 +88,12 @@ CHART_COMPONENTS = {"gpu_operator": "gpu_operator", "monitoring": "monitoring_ch
 _REFUSAL = re.compile(r'violates PodSecurity \\?"([a-z]+):([^"\\]+)\\?": (.*?)(?:\\?"[,}]|$)', re.S)
 
 
-def policy(component, mode, install_chart=True):
+def policy(component, mode, install_chart=True, kueue_values=None):
     """The row of LEVELS for ``component`` (``gpu_operator``, ``kueue``, ``monitoring``) in ``mode`` (``helm`` or
-    the local/simulated mode); ``install_chart``: ``monitoring_install_chart``. Returns ``{"component", "needs",
+    the local/simulated mode); ``install_chart``: ``monitoring_install_chart``; ``kueue_values``:
+    ``kueue_extra_values``, where ``controllerManager.hostNetwork: true`` puts Kueue's controller pod on the host's
+    network (charts/kueue values.yaml and templates/manager/manager.yaml of the pinned Kueue), which baseline and
+    restricted refuse ("Host Namespaces"), so the namespace needs privileged. Returns ``{"component", "needs",
     "label", "what", "source"}``, or None where the component installs nothing into a namespace
     (``gpu_operator`` simulated)."""
     if component == "gpu_operator" and mode != "helm":
@@ -100,16 +103,20 @@ def policy(component, mode, install_chart=True):
         key = CHART_COMPONENTS[component]
     row = dict(LEVELS[key])
     row["component"] = key
+    manager = ((kueue_values if isinstance(kueue_values, dict) else {}).get("controllerManager") or {})
+    if key == "kueue_chart" and isinstance(manager, dict) and _truthy(manager.get("hostNetwork")):
+        row.update(needs="privileged", label="privileged",
+                   what=row["what"] + " with controllerManager.hostNetwork: true (kueue_extra_values)")
     return row
 
 
-def rows(modes, namespaces, install_chart=True):
+def rows(modes, namespaces, install_chart=True, kueue_values=None):
     """The ``policy`` rows of a run, each with its ``namespace``: ``modes`` and ``namespaces`` as
     ``run_settings`` has them (``{"gpu_operator", "kueue", "monitoring"}``). Sorted by component; components
     that create no namespace are left out."""
     result = []
     for component in ("gpu_operator", "kueue", "monitoring"):
-        row = policy(component, (modes or {}).get(component), install_chart)
+        row = policy(component, (modes or {}).get(component), install_chart, kueue_values)
         if row is not None:
             row["namespace"] = (namespaces or {}).get(component)
             result.append(row)

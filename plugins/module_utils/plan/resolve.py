@@ -156,7 +156,8 @@ def local_port_errors(ports, ephemeral=None):
 
 # The chart settings the loopback rule reads (the host's inventory and extra variables only; unset: the role's
 # default, given here). monitoring_install_chart defaults to true (roles/monitoring/defaults/main.yml).
-CHART_SETTING_DEFAULTS = {"monitoring_install_chart": True, "monitoring_chart_ref": "", "kueue_chart_ref": ""}
+CHART_SETTING_DEFAULTS = {"monitoring_install_chart": True, "monitoring_chart_ref": "", "kueue_chart_ref": "",
+                          "kueue_extra_values": {}}
 
 
 def _truthy(value):
@@ -228,8 +229,8 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     mode), so that every role reads the modes the run really uses (the MIG layout and the validation follow the GPU
     Operator's mode, the teardown the local processes'). ``helm_binary``: ``run_helm_binary``, the helm client of
     the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the embedded cluster the toolchain's
-    helm, built when a role first needs it). ``chart_settings``: the host's chart variables the loopback rule reads
-    (``loopback_errors``; None: the roles' defaults).
+    helm, built when a role first needs it). ``chart_settings``: the host's chart variables the loopback rule and
+    the Pod Security rows read (``loopback_errors``, ``cluster.pod_security.rows``; None: the roles' defaults).
 
     Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
@@ -285,6 +286,9 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
             continue
         modes[component] = value
     errors.extend(loopback_errors(provider, modes, chart_settings))
+    charts = dict(CHART_SETTING_DEFAULTS)
+    charts.update((k, v) for k, v in (chart_settings if isinstance(chart_settings, dict) else {}).items()
+                  if v is not None)
     strategy = mig_strategy if mig_strategy in MIG_STRATEGIES else MIG_STRATEGY_BY_PATH[path]
     nodes_source = "node_pools" if playbook == "render" else "live"
 
@@ -320,8 +324,8 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         "helm_binary": helm_binary.strip(),
         # The namespaces fairgpu installs into and their Pod Security levels (cluster/pod_security.py), read by the
         # cluster role's pre-check and each role's namespace task.
-        "pod_security": pod_security.rows(modes, namespaces, dict(CHART_SETTING_DEFAULTS, **dict(
-            (k, v) for k, v in (chart_settings or {}).items() if v is not None))["monitoring_install_chart"]),
+        "pod_security": pod_security.rows(modes, namespaces, charts["monitoring_install_chart"],
+                                          charts["kueue_extra_values"]),
     }
 
 
