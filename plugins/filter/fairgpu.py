@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import kubeconfig as cluster_kubeconfig
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
@@ -29,6 +30,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quo
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
 
 
 def run_record(settings):
@@ -36,10 +38,41 @@ def run_record(settings):
     return resolve.run_record(settings, kueue_objects.MANAGED_BY)
 
 
+def pod_security_plan(rows, namespaces, probes=None):
+    """``pod_security.plan`` from what the roles read: ``namespaces``, the Namespace objects of a k8s_info
+    (``resources``); ``probes``, the ``results`` of the looped dry-run creates (``item``: the namespace, ``result``:
+    the object the API server would have created, else ``msg``) or None."""
+    found = {}
+    for obj in namespaces or []:
+        name = ((obj or {}).get("metadata") or {}).get("name")
+        if name:
+            found[name] = {"object": obj, "other_writers": other_writers(obj)}
+    answered = None
+    if probes is not None:
+        # failed_when: false clears "failed": a create that returned no object was refused.
+        answered = dict((r.get("item"), {"failed": bool(r.get("failed")) or not isinstance(r.get("result"), dict)
+                                         or not r.get("result"), "msg": r.get("msg") or r.get("error") or ""})
+                        for r in probes or [] if isinstance(r, dict) and not r.get("skipped"))
+    return pod_security.plan(rows, found, answered)
+
+
+def pod_security_row(component, mode, namespace, install_chart=True, kueue_values=None):
+    """The ``pod_security.policy`` row of one component with its ``namespace`` (None: no namespace)."""
+    row = pod_security.policy(component, mode, install_chart, kueue_values)
+    if row is not None:
+        row["namespace"] = namespace
+    return row
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "run_settings": resolve.run_settings,
+            "pod_security_plan": pod_security_plan,
+            "pod_security_row": pod_security_row,
+            "pod_security_probe_pod": pod_security.probe_pod,
+            "pod_security_admission_configuration": pod_security.admission_configuration,
+            "pod_security_admission_configuration_errors": pod_security.admission_configuration_errors,
             "run_recorded_path": resolve.recorded_path,
             "run_record": run_record,
             "fleet_errors": fleet.fleet_errors,

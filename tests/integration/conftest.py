@@ -13,6 +13,9 @@ from kubernetes import config as k8s_config
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sockets  # noqa: E402  pylint: disable=wrong-import-position
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # FAIRGPU_IT_VARS: a copy of vars.yml with another cluster_name and ports, for a run beside the usual one.
 VARS = os.environ.get("FAIRGPU_IT_VARS") or os.path.join(ROOT, "tests", "integration", "vars.yml")
@@ -67,6 +70,33 @@ def playbook(name, *args, check=False, timeout=900):
         cmd.append("--check")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=timeout)
     return PlaybookRun(proc)
+
+
+SOCKET_SUMMARY = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The socket watcher's line (what it watched, how often), after the tests."""
+    if SOCKET_SUMMARY in config.stash:
+        terminalreporter.write_line(config.stash[SOCKET_SUMMARY])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_only(request):
+    """Nothing of an embedded cluster dials off the machine (README "Tests"): the whole session long, a background
+    thread samples every second the sockets of the embedded clusters' processes (tests/integration/sockets.py);
+    the session fails, naming the process, its pid and the address, if one was connected outside 127.0.0.0/8
+    (::1, ::ffff:127.x.x.x)."""
+    watcher = sockets.started()
+    yield watcher
+    offences = watcher.stop()
+    request.config.stash[SOCKET_SUMMARY] = (
+        "socket watcher: %d samples, watched %s; connections off the machine: %d%s"
+        % (watcher.samples, ", ".join(sorted(watcher.seen)) or "no cluster process", len(offences),
+           "; errors: " + "; ".join(watcher.errors) if watcher.errors else ""))
+    if offences:
+        pytest.fail("a process of the embedded cluster connected off the machine (%d samples):\n%s"
+                    % (watcher.samples, "\n".join(sockets.describe(o) for o in offences)), pytrace=False)
 
 
 @pytest.fixture(scope="session")

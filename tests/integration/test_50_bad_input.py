@@ -66,6 +66,13 @@ def test_borrowing_limit_without_cohort(core, kueue):
                                    "cpu": "8", "memory": "8Gi"}]},
      "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
     ({"cluster_provider": "docker"}, "cluster_provider: 'docker' is not a provider; use one of kwok, kind, existing"),
+    # Loopback only on the embedded cluster (resolve.loopback_errors): helm would dial a chart repository or registry.
+    ({"gpu_operator_mode": "helm"}, "gpu_operator_mode: 'helm' installs the NVIDIA GPU Operator chart from its repository"),
+    ({"monitoring_mode": "helm"}, "monitoring_mode: 'helm' with monitoring_install_chart: true installs kube-prometheus-stack"),
+    ({"kueue_mode": "helm", "kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue"},
+     "kueue_chart_ref: 'oci://registry.k8s.io/kueue/charts/kueue' is a remote chart, which helm would fetch"),
+    ({"cluster_kwok_pod_security_defaults": {"enforce": "strict"}},
+     "cluster_kwok_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
 ])
 def test_bad_cluster_input_starts_nothing(tmp_path, extra, message):
     extra = dict(extra, cluster_name="fairgpu-bad", cluster_kwok_workdir=str(tmp_path / "kwok"))

@@ -258,7 +258,7 @@ def keep_rules(job):
 def test_the_role_applies_server_side_and_a_second_run_changes_nothing(applied):
     changed = applied["first"].changed_tasks()
     assert [t.split(" : ", 1)[-1] for t in changed] == [
-        "Make sure the monitoring namespace exists (monitoring_install_chart false) %s" % MONITORING_NS,
+        "Create or label the monitoring namespace with its Pod Security level %s" % MONITORING_NS,
         "Apply fairgpu's Kueue metrics reader (ServiceAccount, RBAC, token Secret), ServiceMonitors, PrometheusRule "
         "and dashboard ConfigMap"], changed
     assert applied["second"].changed_tasks() == [], applied["second"].changed_tasks()

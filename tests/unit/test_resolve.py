@@ -181,3 +181,51 @@ def test_local_processes_on_an_existing_cluster_get_the_port_checks():
     errors = run_settings("site", "existing", local_ports={"prometheus": 39190}, ephemeral_ports=LINUX_RANGE,
                           mode_overrides={"monitoring": "local"})["errors"]
     assert [e.split(":")[0] for e in errors] == ["run_local_ports.prometheus"]
+
+
+# Loopback only on the embedded cluster (issue 25 item 8): helm would dial a chart repository or registry.
+@pytest.mark.parametrize("overrides, charts, variable", [
+    ({"gpu_operator": "helm"}, None, "gpu_operator_mode: 'helm'"),
+    ({"monitoring": "helm"}, None, "monitoring_mode: 'helm' with monitoring_install_chart: true"),
+    ({"monitoring": "helm"}, {"monitoring_install_chart": "yes"}, "monitoring_mode: 'helm'"),
+    ({"monitoring": "helm"}, {"monitoring_install_chart": True, "monitoring_chart_ref": "/charts/kps.tgz"},
+     "monitoring_mode: 'helm'"),
+    ({"kueue": "helm"}, {"kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue"},
+     "kueue_chart_ref: 'oci://registry.k8s.io/kueue/charts/kueue' is a remote chart"),
+    ({"kueue": "helm"}, {"kueue_chart_ref": "https://example.com/kueue-0.19.2.tgz"}, "kueue_chart_ref: 'https://"),
+    ({"kueue": "helm"}, {"kueue_chart_ref": "kueue/kueue"}, "kueue_chart_ref: 'kueue/kueue' is a chart of a repository"),
+])
+def test_the_embedded_cluster_refuses_what_would_dial_off_the_machine(overrides, charts, variable):
+    errors = run_settings("site", "kwok", mode_overrides=overrides, chart_settings=charts)["errors"]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(variable), errors
+    assert "on cluster_provider: kwok nothing may leave the machine" in errors[0]
+
+
+def test_the_refusals_name_the_local_way():
+    errors = run_settings("site", "kwok", mode_overrides={"gpu_operator": "helm", "monitoring": "helm", "kueue": "helm"},
+                          chart_settings={"kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue"})["errors"]
+    assert len(errors) == 3, errors
+    assert "use gpu_operator_mode: simulated" in errors[0]
+    assert "use monitoring_mode: local" in errors[1] and "monitoring_install_chart: false" in errors[1]
+    assert "leave kueue_chart_ref empty for the toolchain's copy" in errors[2]
+
+
+@pytest.mark.parametrize("overrides, charts", [
+    (None, None),
+    ({"monitoring": "helm"}, {"monitoring_install_chart": False}),
+    ({"monitoring": "helm"}, {"monitoring_install_chart": "false"}),
+    ({"kueue": "helm"}, None),
+    ({"kueue": "helm"}, {"kueue_chart_ref": "/home/u/.cache/fairgpu/kueue/charts/kueue"}),
+    ({"kueue": "helm"}, {"kueue_chart_ref": "./kueue-0.19.2.tgz"}),
+    # A remote ref that is never read (Kueue runs as the local process) is not refused.
+    (None, {"kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue", "monitoring_chart_ref": "a/b"}),
+])
+def test_the_embedded_cluster_keeps_the_local_ways(overrides, charts):
+    assert run_settings("site", "kwok", mode_overrides=overrides, chart_settings=charts)["errors"] == []
+
+
+@pytest.mark.parametrize("provider", ["kind", "existing"])
+def test_other_clusters_may_use_chart_repositories(provider):
+    assert run_settings("site", provider, chart_settings={"kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue",
+                                                          "monitoring_install_chart": True})["errors"] == []

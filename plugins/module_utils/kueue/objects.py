@@ -35,6 +35,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     TENANT_ROLE,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import admission
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.taints import MAX_FLAVOR_TAINTS, tolerations_for
 
 MIB = 1024 * 1024
@@ -42,8 +43,9 @@ MIB = 1024 * 1024
 # One container's default request and limit in tenant namespaces (LimitRange), unless the caller gives one.
 DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 # Pod Security Admission namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
-POD_SECURITY_LABEL = "pod-security.kubernetes.io/"
-POD_SECURITY_LEVELS = ("baseline", "restricted")
+# The levels of every namespace fairgpu creates live in cluster/pod_security.py (LEVELS, TENANTS).
+POD_SECURITY_LABEL = pod_security.LABEL
+POD_SECURITY_LEVELS = pod_security.TENANTS["allowed"]
 # The tenant namespaces' policy beyond quotas (role variable tenants_isolation; README "A tenant that tries to cheat"):
 # - pod_security_enforce / pod_security_warn: Pod Security levels of the namespaces. enforce applies to pods
 #   only, so the Job policy refuses at creation what the enforced level would refuse in the Job's pods; warn also
@@ -60,7 +62,8 @@ POD_SECURITY_LEVELS = ("baseline", "restricted")
 # - scheduler_names: the schedulers tenant Jobs may name (schedulerName).
 # - denied_pod_priority_classes: PriorityClasses no pod of a tenant namespace may use (a ResourceQuota scoped to
 #   them holds pods at 0).
-DEFAULT_ISOLATION = {"pod_security_enforce": "baseline", "pod_security_warn": "restricted", "max_jobs": 100,
+DEFAULT_ISOLATION = {"pod_security_enforce": pod_security.TENANTS["enforce"],
+                     "pod_security_warn": pod_security.TENANTS["warn"], "max_jobs": 100,
                      "pods_reserved_per_node": 10, "termination_grace_max_seconds": 30, "cpu_limit_request_ratio": 4,
                      "memory_limit_request_ratio": 2, "max_object_kib": 256, "max_objects": 100,
                      "scheduler_names": ["default-scheduler"],

@@ -35,6 +35,13 @@ Pure logic, no cluster access. The rules, one place each:
   default): the kernel picks a free port of that range as the local end of every outgoing connection (the API
   server's and etcd's among them), so a listener there fails now and then with "address already in use"
   (Linux ``ip(7)``, ``ip_local_port_range``; https://docs.kernel.org/networking/ip-sysctl.html).
+- **Loopback only on the embedded cluster** (``loopback_errors``): nothing of ``cluster_provider: kwok`` may dial
+  off the machine, so a mode or chart that makes helm fetch from a chart repository or an OCI registry is refused
+  before anything runs: ``gpu_operator_mode: helm`` (the NVIDIA chart repository), ``monitoring_mode: helm`` with
+  ``monitoring_install_chart`` true (kube-prometheus-stack from its repository), a remote or repository
+  ``monitoring_chart_ref`` / ``kueue_chart_ref``. The local ways stay: the simulated GPU Operator, the local
+  Prometheus, a Prometheus Operator already there (``monitoring_install_chart: false``), Kueue's chart from the
+  toolchain (``kueue_chart_ref`` empty) or a local chart path.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -42,6 +49,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.chart import chart_ref_kind
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
 
 PATHS = ("kueue", "mig")
 DEFAULT_PATH = "kueue"
@@ -144,6 +154,49 @@ def local_port_errors(ports, ephemeral=None):
     return errors
 
 
+# The chart settings the loopback rule reads (the host's inventory and extra variables only; unset: the role's
+# default, given here). monitoring_install_chart defaults to true (roles/monitoring/defaults/main.yml).
+CHART_SETTING_DEFAULTS = {"monitoring_install_chart": True, "monitoring_chart_ref": "", "kueue_chart_ref": "",
+                          "kueue_extra_values": {}}
+
+
+def _truthy(value):
+    """Ansible's ``| bool`` for the values an inventory gives: true, yes, on, 1 (any case) and True."""
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1", "y")
+
+
+def loopback_errors(provider, modes, chart_settings=None):
+    """Messages for settings that would make helm dial a host off the machine on the embedded cluster
+    (``provider`` ``kwok``; any other provider: []). ``modes``: the resolved ``{"gpu_operator", "kueue",
+    "monitoring"}``. ``chart_settings``: the host's ``monitoring_install_chart``, ``monitoring_chart_ref`` and
+    ``kueue_chart_ref`` (missing or None: CHART_SETTING_DEFAULTS). A chart ref is remote when ``oci://`` or
+    ``http(s)://``, from a repository when ``<repo>/<chart>`` (``kueue.chart.chart_ref_kind``); helm then fetches
+    it (https://helm.sh/docs/helm/helm_install/ "a chart reference", "an OCI registry"). Each message names the
+    variable, its value and the local way. Never raises."""
+    if provider != "kwok":
+        return []
+    given = dict(CHART_SETTING_DEFAULTS)
+    given.update((key, value) for key, value in (chart_settings or {}).items() if value is not None)
+    where = "on cluster_provider: kwok nothing may leave the machine"
+    errors = []
+    if modes.get("gpu_operator") == "helm":
+        errors.append("gpu_operator_mode: 'helm' installs the NVIDIA GPU Operator chart from its repository "
+                      "(gpu_operator_chart_repo_url), and %s; use gpu_operator_mode: simulated (the default there)"
+                      % where)
+    if modes.get("monitoring") == "helm" and _truthy(given["monitoring_install_chart"]):
+        ref = str(given["monitoring_chart_ref"] or "")
+        errors.append("monitoring_mode: 'helm' with monitoring_install_chart: true installs kube-prometheus-stack%s "
+                      "from a chart repository (monitoring_chart_repo_url), and %s; use monitoring_mode: local (the "
+                      "default there), or monitoring_install_chart: false against a Prometheus Operator already on "
+                      "the cluster" % ((" (%s)" % ref) if ref else "", where))
+    ref = str(given["kueue_chart_ref"] or "").strip()
+    if modes.get("kueue") == "helm" and ref and chart_ref_kind(ref) != "path":
+        errors.append("kueue_chart_ref: %r is %s, which helm would fetch, and %s; leave kueue_chart_ref empty for the "
+                      "toolchain's copy of Kueue's chart, or give a local chart directory or .tgz"
+                      % (ref, "a remote chart" if chart_ref_kind(ref) == "remote" else "a chart of a repository", where))
+    return errors
+
+
 def _merged(given, defaults, variable, errors):
     if given in (None, ""):
         return dict(defaults)
@@ -158,7 +211,7 @@ def _merged(given, defaults, variable, errors):
 def run_settings(playbook, provider, requested_path=None, recorded_path=None, inventory_path=None,
                  mig_strategy=None, cluster="", cluster_name="fairgpu", local_ports=None, namespaces=None,
                  ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=(),
-                 mode_overrides=None, helm_binary=""):
+                 mode_overrides=None, helm_binary="", chart_settings=None):
     """The run's settings for one inventory host.
 
     ``playbook``: one of PLAYBOOKS. ``provider``: ``cluster_provider``. ``requested_path``: ``-e path`` (None or ""
@@ -176,13 +229,14 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     mode), so that every role reads the modes the run really uses (the MIG layout and the validation follow the GPU
     Operator's mode, the teardown the local processes'). ``helm_binary``: ``run_helm_binary``, the helm client of
     the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the embedded cluster the toolchain's
-    helm, built when a role first needs it).
+    helm, built when a role first needs it). ``chart_settings``: the host's chart variables the loopback rule and
+    the Pod Security rows read (``loopback_errors``, ``cluster.pod_security.rows``; None: the roles' defaults).
 
     Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
     {"kueue", "gpu_operator", "monitoring"}, "mig_parted_config_name": the MIG manager's ConfigMap, "local":
     {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value},
-    "helm_binary": str}``; the run
+    "helm_binary": str, "pod_security": [cluster.pod_security.rows row]}``; the run
     role adds ``"connection": {"kubeconfig", "context"}``. Errors name the variable and the fix; with errors the
     other keys hold the defaults and must not be used.
     """
@@ -231,6 +285,10 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
                              " or ".join(MODE_CHOICES[component]), modes[component], provider))
             continue
         modes[component] = value
+    errors.extend(loopback_errors(provider, modes, chart_settings))
+    charts = dict(CHART_SETTING_DEFAULTS)
+    charts.update((k, v) for k, v in (chart_settings if isinstance(chart_settings, dict) else {}).items()
+                  if v is not None)
     strategy = mig_strategy if mig_strategy in MIG_STRATEGIES else MIG_STRATEGY_BY_PATH[path]
     nodes_source = "node_pools" if playbook == "render" else "live"
 
@@ -264,6 +322,10 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
                   "kueue_ca_dir": state_dir + "/kueue"},
         "versions": dict(versions or {}),
         "helm_binary": helm_binary.strip(),
+        # The namespaces fairgpu installs into and their Pod Security levels (cluster/pod_security.py), read by the
+        # cluster role's pre-check and each role's namespace task.
+        "pod_security": pod_security.rows(modes, namespaces, charts["monitoring_install_chart"],
+                                          charts["kueue_extra_values"]),
     }
 
 
