@@ -20,7 +20,11 @@ Prometheus looks only in its own namespace (#5917's answer); ServiceMonitors dro
 access (arbitraryFSAccessThroughSMs; redhat-cop/global-load-balancer-operator#45, operator-framework/operator-sdk#7003,
 prometheus-community/helm-charts#7230); bearerTokenFile deprecated for authorization from a Secret
 (prometheus-operator/prometheus-operator#6719); ``namespace`` renamed ``exported_namespace`` without honorLabels
-(kedacore/charts#434, NVIDIA/gpu-operator#811), which fairgpu's rules rely on."""
+(kedacore/charts#434, NVIDIA/gpu-operator#811), which fairgpu's rules rely on. Hardened set-ups (the last tests,
+about 40 s): enforcedNamespaceLabel rewriting rules that read other namespaces' series
+(prometheus-operator/prometheus-operator#6775, #6418), excludedFromEnforcement as the fix (#3207, #4397),
+ignoreNamespaceSelectors needing each ServiceMonitor in the namespace it scrapes (rancher/charts#666,
+prometheus-community/helm-charts#3953, openshift/openshift-docs#33480)."""
 
 import base64
 import gzip
