@@ -201,3 +201,14 @@ def test_extra_labels_reach_every_object_and_do_not_replace_fairgpus():
     for obj in made:
         labels = obj["metadata"]["labels"]
         assert labels["team"] == "gpu" and labels["release"] == "kps", obj["metadata"]
+
+
+def test_a_release_selector_is_fixed_with_the_release_name_not_extra_labels():
+    """kube-prometheus-stack's default selector under another release (prometheus-community/helm-charts#1631):
+    fairgpu sets release itself, so the fix is monitoring_release_name."""
+    other = prom("other", ruleSelector={"matchLabels": {"release": "other"}},
+                 serviceMonitorSelector={"matchLabels": {"release": "other", "team": "gpu"}})
+    got = plan([other])
+    assert ("serviceMonitorSelector {matchLabels: {release: other, team: gpu}}: set monitoring_release_name: other "
+            "and add {team: gpu} to monitoring_labels") in got["errors"][0]
+    assert got["errors"][2].endswith("ruleSelector {matchLabels: {release: other}}: set monitoring_release_name: other")

@@ -208,8 +208,13 @@ def _fix(prom, kind, namespace, labels, namespace_labels):
         parts.append("its %sSelector is null (selects nothing): set it" % prefix)
     elif not label_selector_matches(selector, labels):
         missing = {k: str(v) for k, v in (selector.get("matchLabels") or {}).items() if labels.get(k) != str(v)}
-        parts.append("%sSelector %s: add %s to monitoring_labels" % (
-            prefix, _selector_text(selector), _selector_text(missing) if missing else "labels its matchExpressions take"))
+        # fairgpu sets release itself (objects.object_labels): monitoring_release_name, not monitoring_labels.
+        release = missing.pop("release", None)
+        fixes = ["set monitoring_release_name: %s" % release] if release is not None else []
+        if missing or release is None:
+            fixes.append("add %s to monitoring_labels" % (
+                _selector_text(missing) if missing else "labels its matchExpressions take"))
+        parts.append("%sSelector %s: %s" % (prefix, _selector_text(selector), " and ".join(fixes)))
     if ns_selector is None:
         if namespace != (prom.get("metadata") or {}).get("namespace"):
             parts.append("%sNamespaceSelector is null (its own namespace only): set it to select %s"
