@@ -510,6 +510,7 @@ def hardened(applied, tmp_path_factory):
         custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "prometheuses", body)
     old = "%s-fairgpu-alerts-" % MONITORING_NS
     before = {ENFORCED: rule_files_with(applied, ENFORCED, [old]), EXCLUDED: rule_files_with(applied, EXCLUDED, [old])}
+    unselected = run_role({"monitoring_prometheus": "%s/other-release" % MONITORING_NS})
     refused = run_role()
     omitted = run_role(OMIT)
     again = run_role(OMIT)
@@ -519,8 +520,23 @@ def hardened(applied, tmp_path_factory):
                           capture_output=True, text=True, check=False, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     applied["promtool"] = json.loads(proc.stdout)["binaries"]["promtool"]
-    return {"before": before, "refused": refused, "omitted": omitted, "again": again, "after": after,
+    return {"before": before, "unselected": unselected, "refused": refused, "omitted": omitted, "again": again,
+            "after": after,
             "tmp": tmp_path_factory.mktemp("enforced")}
+
+
+def test_a_prometheus_that_selects_none_of_fairgpus_objects_is_refused_with_the_fix(hardened):
+    """monitoring_prometheus names the chart's default Prometheus of another release: it selects none of fairgpu's
+    objects (release label), and the role says so for each, with the fix, before any change."""
+    run = hardened["unselected"]
+    assert run.rc != 0
+    said = run.messages()
+    for obj in ("ServiceMonitor %s/fairgpu-kueue" % KUEUE_NS, "ServiceMonitor %s/fairgpu-dcgm-exporter" % DCGM_NS,
+                "PrometheusRule %s/fairgpu-alerts" % MONITORING_NS):
+        assert "no Prometheus selects fairgpu's %s" % obj in said, said
+    assert ("%s/other-release: serviceMonitorSelector {matchLabels: {release: other-release}}: set "
+            "monitoring_release_name: other-release" % MONITORING_NS) in said, said
+    assert run.changed_tasks() == [], run.changed_tasks()
 
 
 def test_enforcement_refuses_the_cross_namespace_rules_before_any_change_and_names_the_fix(hardened):

@@ -212,3 +212,18 @@ def test_a_release_selector_is_fixed_with_the_release_name_not_extra_labels():
     assert ("serviceMonitorSelector {matchLabels: {release: other, team: gpu}}: set monitoring_release_name: other "
             "and add {team: gpu} to monitoring_labels") in got["errors"][0]
     assert got["errors"][2].endswith("ruleSelector {matchLabels: {release: other}}: set monitoring_release_name: other")
+
+
+class _Tagged(dict):
+    """Stands in for the dict and str subclasses Ansible hands a filter (YAML's safe dumper refuses them)."""
+
+
+class _TaggedStr(str):
+    pass
+
+
+def test_selectors_as_ansible_passes_them_are_named_in_the_refusal():
+    """test_77 found it: a selector read by k8s_info reached the message as Ansible's own dict type."""
+    other = prom("other", serviceMonitorSelector=_Tagged(matchLabels=_Tagged(team=_TaggedStr("gpu"))))
+    got = plan([other])
+    assert "serviceMonitorSelector {matchLabels: {team: gpu}}: add {team: gpu} to monitoring_labels" in got["errors"][0]

@@ -192,10 +192,22 @@ def enforces(prom):
     return (prom.get("spec") or {}).get("enforcedNamespaceLabel") or ""
 
 
+def _plain(value):
+    """``value`` as plain dicts, lists and strings: what Ansible passes in (its own dict and str subclasses) is
+    nothing YAML's safe dumper can represent."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return str(value)
+
+
 def _selector_text(selector):
     if selector is None:
         return "null"
-    return pyyaml.require().safe_dump(selector, default_flow_style=True, width=1000).strip()
+    return pyyaml.require().safe_dump(_plain(selector), default_flow_style=True, width=1000).strip()
 
 
 def _fix(prom, kind, namespace, labels, namespace_labels):
