@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks as monitoring_checks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import placement as monitoring_placement
 
 
 def _rules(rules_text, overrides=None):
@@ -34,6 +35,19 @@ def _helm_objects(*args, **kwargs):
         raise AnsibleFilterError(str(exc))
 
 
+def _placement(prometheuses, namespaces, monitoring_namespace, kueue_namespace, dcgm_namespace, release, labels,
+               rules_text, chosen="", cross="refuse", created=None):
+    """placement.plan over the Prometheus objects and Namespace objects as k8s_info read them (``prometheuses``
+    None: not known); ``created``: ``{namespace: labels}`` fairgpu gives the namespaces it creates."""
+    try:
+        names = [monitoring_namespace, kueue_namespace, dcgm_namespace]
+        return monitoring_placement.plan(
+            prometheuses, monitoring_placement.namespace_labels(namespaces, names, created), monitoring_namespace,
+            kueue_namespace, dcgm_namespace, monitoring.object_labels(release, labels), rules_text, chosen, cross)
+    except monitoring_placement.PlacementError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def _seconds(text):
     try:
         return monitoring.duration_seconds(text)
@@ -51,6 +65,7 @@ class FilterModule(object):
             "monitoring_alert_seconds": monitoring.alert_seconds,
             "monitoring_local_config": _local_config,
             "monitoring_helm_objects": _helm_objects,
+            "monitoring_placement": _placement,
             "monitoring_kueue_tls_errors": monitoring.kueue_metrics_tls_errors,
             "monitoring_chart_values": monitoring.chart_values,
             "monitoring_duration_seconds": _seconds,

@@ -20,7 +20,11 @@ Prometheus looks only in its own namespace (#5917's answer); ServiceMonitors dro
 access (arbitraryFSAccessThroughSMs; redhat-cop/global-load-balancer-operator#45, operator-framework/operator-sdk#7003,
 prometheus-community/helm-charts#7230); bearerTokenFile deprecated for authorization from a Secret
 (prometheus-operator/prometheus-operator#6719); ``namespace`` renamed ``exported_namespace`` without honorLabels
-(kedacore/charts#434, NVIDIA/gpu-operator#811), which fairgpu's rules rely on."""
+(kedacore/charts#434, NVIDIA/gpu-operator#811), which fairgpu's rules rely on. Hardened set-ups (the last tests,
+about 40 s): enforcedNamespaceLabel rewriting rules that read other namespaces' series
+(prometheus-operator/prometheus-operator#6775, #6418), excludedFromEnforcement as the fix (#3207, #4397),
+ignoreNamespaceSelectors needing each ServiceMonitor in the namespace it scrapes (rancher/charts#666,
+prometheus-community/helm-charts#3953, openshift/openshift-docs#33480)."""
 
 import base64
 import gzip
@@ -60,7 +64,7 @@ RULES_FILE = os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml
 # The Prometheus Operator's CRDs its Prometheus controller reads (example/prometheus-operator-crd of the module);
 # Alertmanager, PrometheusAgent and ThanosRuler controllers stay off without theirs (cmd/operator checkPrerequisites).
 CRDS = ("prometheuses", "servicemonitors", "podmonitors", "probes", "prometheusrules", "scrapeconfigs")
-KUEUE_SM, DCGM_SM = "serviceMonitor/%s/fairgpu-kueue/0" % KUEUE_NS, "serviceMonitor/%s/fairgpu-dcgm-exporter/0" % MONITORING_NS
+KUEUE_SM, DCGM_SM = "serviceMonitor/%s/fairgpu-kueue/0" % KUEUE_NS, "serviceMonitor/%s/fairgpu-dcgm-exporter/0" % DCGM_NS
 CONTROL_SM = "serviceMonitor/%s/it-control-token-file/0" % MONITORING_NS
 # kube-prometheus-stack names its Prometheus "<fullname>-prometheus"; fullname is the release name when it contains
 # the chart's name (charts/kube-prometheus-stack/templates/_helpers.tpl, kube-prometheus-stack.fullname).
@@ -115,13 +119,14 @@ def run_role(extra=None):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """The embedded cluster alone (no Kueue, no Prometheus) and Kueue's namespace, which Kueue would bring."""
+    """The embedded cluster alone (no Kueue, no Prometheus) and Kueue's and the DCGM exporter's namespaces."""
     tools = toolchain()
     try:
         run = playbook(PLAYBOOK, "-e", json.dumps(dict(VARS, promop_create_cluster=True)))
         assert run.rc == 0, run.messages()
         api = k8s_config.new_client_from_config(config_file=KUBECONFIG)
-        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NS}})
+        for namespace in (KUEUE_NS, DCGM_NS):  # Kueue's and the GPU Operator's, which they would bring
+            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
         yield api, tools
     finally:
         playbook("teardown.yml", "-e", json.dumps(VARS))
@@ -175,7 +180,7 @@ class Operator:
         self.log = open(self.log_path, "w")
         env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""), "KUBECONFIG": KUBECONFIG}
         self.proc = subprocess.Popen([binary, "--web.listen-address=" + OPERATOR_LISTEN,
-                                      "--namespaces=%s,%s" % (MONITORING_NS, KUEUE_NS),
+                                      "--namespaces=%s,%s,%s" % (MONITORING_NS, KUEUE_NS, DCGM_NS),
                                       "--log-level=info"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def tail(self, lines=40):
@@ -195,16 +200,21 @@ class Operator:
 
 @pytest.fixture(scope="module")
 def applied(cluster):
-    """The CRDs, then the role twice (the second run must change nothing), then the operator and the Prometheus
-    resources. Yields the api, the two runs, the operator, the token the control plane put in fairgpu's Secret and
-    the directory of the operator's log and of each configuration it generated (results/it-promop)."""
+    """The CRDs and the Prometheus resources (the role reads them to decide where its objects go), then the role
+    twice (the second run must change nothing), then the operator. Yields the api, the two runs, the operator, the
+    token the control plane put in fairgpu's Secret and the directory of the operator's log and of each configuration
+    it generated (results/it-promop). The operator starts after every object is there, so its first configurations
+    are complete and a job missing from one is missing for good."""
     api, tools = cluster
     install_crds(api, tools["prometheus_operator_crds"])
+    core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": MONITORING_NS}})  # the platform team's, where their Prometheus runs
+    for body in PROMETHEUSES.values():
+        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "prometheuses", body)
     first = run_role()
     assert first.rc == 0, first.messages()
     second = run_role()
     assert second.rc == 0, second.messages()
-    core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     token = wait_until(lambda: secret_text(core, KUEUE_NS, objects.KUEUE_METRICS_TOKEN_SECRET, "token"), 60,
                        what="the token controller to fill %s" % objects.KUEUE_METRICS_TOKEN_SECRET).decode()
     custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "servicemonitors", CONTROL)
@@ -212,10 +222,8 @@ def applied(cluster):
     os.makedirs(workdir, exist_ok=True)
     operator = Operator(tools["binaries"]["prometheus-operator"], workdir)
     try:
-        for body in PROMETHEUSES.values():
-            custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "prometheuses", body)
         yield {"api": api, "first": first, "second": second, "operator": operator, "token": token,
-               "workdir": workdir}
+               "workdir": workdir, "tools": tools}
     finally:
         operator.stop()
 
@@ -367,22 +375,23 @@ def test_a_prometheus_that_denies_file_access_keeps_fairgpus_kueue_job(applied):
     core = k8s.CoreV1Api(applied["api"])
 
     def rejected():
-        return {(e.involved_object.namespace, e.involved_object.name) for ns in (MONITORING_NS, KUEUE_NS)
+        return {(e.involved_object.namespace, e.involved_object.name) for ns in (MONITORING_NS, KUEUE_NS, DCGM_NS)
                 for e in core.list_namespaced_event(ns).items if e.reason == "InvalidConfiguration"}
     said = wait_until(lambda: (MONITORING_NS, "it-control-token-file") in rejected() and rejected(), 30,
                       what="the operator's InvalidConfiguration event on the control ServiceMonitor")
     assert said == {(MONITORING_NS, "it-control-token-file")}, said
 
 
-def test_a_prometheus_without_namespace_selectors_misses_the_kueue_monitor(applied):
+def test_a_prometheus_without_namespace_selectors_misses_fairgpus_monitors(applied):
     """A Prometheus without serviceMonitorNamespaceSelector looks only in its own namespace
-    (prometheus-operator/prometheus-operator#5917): fairgpu's Kueue ServiceMonitor is in Kueue's, so a Prometheus
-    Operator already there must select that namespace too (README, Monitoring)."""
+    (prometheus-operator/prometheus-operator#5917): fairgpu's ServiceMonitors are in the namespaces they scrape
+    (Kueue's, the DCGM exporter's), so a Prometheus Operator already there must select those namespaces too; the
+    role accepted this set-up because another Prometheus (the chart's) selects them (placement.plan)."""
     # Every ServiceMonitor was there before the operator started (it syncs its caches before it reconciles), so
-    # the first configuration is complete; the Prometheus with namespace selectors has the Kueue job.
-    generated(applied, CHART_PROMETHEUS, [KUEUE_SM])
-    jobs, _doc = generated(applied, "own-namespace", [DCGM_SM])
-    assert KUEUE_SM not in jobs
+    # the first configuration is complete; the Prometheus with namespace selectors has both jobs.
+    generated(applied, CHART_PROMETHEUS, [KUEUE_SM, DCGM_SM])
+    jobs, _doc = generated(applied, "own-namespace", [CONTROL_SM])
+    assert KUEUE_SM not in jobs and DCGM_SM not in jobs
 
 
 def ca_pem():
@@ -427,3 +436,190 @@ def test_a_kueue_ca_from_a_secret_reaches_prometheus_as_a_tls_asset(applied):
     assert directory == "/etc/prometheus/certs" and asset.endswith("_%s_kueue-metrics-server-cert_ca.crt" % KUEUE_NS)
     assert secret_text(core, MONITORING_NS, "prometheus-%s-tls-assets-0" % CHART_PROMETHEUS, asset).decode() == pem
     assert job["authorization"] == {"type": "Bearer", "credentials": applied["token"]}
+
+
+# --- Hardened Prometheus set-ups (issue 25, item 5; README, Hardened monitoring) ---
+# Three more Prometheus resources, made after the tests above (the role would otherwise place for them from the
+# start): one that enforces the namespace label (OpenShift user workload monitoring does), one that enforces it but
+# excludes fairgpu's rule file (the alternative fix, prometheus-operator/prometheus-operator#3207, #4397), one that
+# ignores ServiceMonitors' namespace selectors (rancher/charts#666, prometheus-community/helm-charts#3953,
+# openshift/openshift-docs#33480: a ServiceMonitor must then live in the namespace it scrapes).
+ENFORCED, EXCLUDED, IGNORE_NS = "enforced", "enforced-excluded", "ignore-ns"
+HARDENED = {
+    ENFORCED: prometheus(ENFORCED, FAIRGPU_VALUES, enforcedNamespaceLabel="namespace"),
+    EXCLUDED: prometheus(EXCLUDED, FAIRGPU_VALUES, enforcedNamespaceLabel="namespace", excludedFromEnforcement=[
+        {"group": "monitoring.coreos.com", "resource": "prometheusrules", "namespace": MONITORING_NS,
+         "name": "fairgpu-alerts"}]),
+    IGNORE_NS: prometheus(IGNORE_NS, FAIRGPU_VALUES, ignoreNamespaceSelectors=True),
+}
+# Not fairgpu's: a ServiceMonitor placed as fairgpu placed its DCGM monitor before (in the monitoring namespace,
+# reaching the exporter's through namespaceSelector), so that the ignore-ns Prometheus shows what that placement gets.
+CROSS_CONTROL = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                 "metadata": {"name": "it-control-cross-namespace", "namespace": MONITORING_NS},
+                 "spec": {"namespaceSelector": {"matchNames": [DCGM_NS]},
+                          "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+                          "endpoints": [{"port": "gpu-metrics"}]}}
+CROSS_CONTROL_SM = "serviceMonitor/%s/it-control-cross-namespace/0" % MONITORING_NS
+ENFORCED_TEST = os.path.join(ROOT, "tests", "rules", "enforced", "fairgpu-alerts-enforced.test.yml")
+OMIT = {"monitoring_enforced_cross_namespace_rules": "omit"}
+
+
+def rule_files_with(applied, name, wanted, unwanted=(), timeout=90):
+    """The rule files the operator wrote for Prometheus ``name`` once their keys start with every prefix of
+    ``wanted`` and with none of ``unwanted`` (keys: <namespace>-<PrometheusRule>-<uid>.yaml)."""
+    core = k8s.CoreV1Api(applied["api"])
+
+    def ready():
+        try:
+            data = core.read_namespaced_config_map("prometheus-%s-rulefiles-0" % name, MONITORING_NS).data or {}
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        keys = list(data)
+        if all(any(k.startswith(w) for k in keys) for w in wanted) and not any(
+                k.startswith(u) for k in keys for u in unwanted):
+            return data
+        return None
+    return wait_until(ready, timeout, what="the rule files of %s with %s" % (name, ", ".join(wanted)))
+
+
+def promtool_on(applied, data, tmp):
+    """promtool test rules with tests/rules/enforced/fairgpu-alerts-enforced.test.yml over the rule files ``data``
+    (the operator's), copied into tmp/rulefiles."""
+    os.makedirs(os.path.join(tmp, "rulefiles"))
+    for key, text in data.items():
+        with open(os.path.join(tmp, "rulefiles", key), "w") as handle:
+            handle.write(text)
+    with open(ENFORCED_TEST) as src, open(os.path.join(tmp, "enforced.test.yml"), "w") as dst:
+        dst.write(src.read())
+    promtool = applied["promtool"]
+    return subprocess.run([promtool, "test", "rules", "enforced.test.yml"], cwd=tmp, capture_output=True, text=True,
+                          check=False, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def hardened(applied, tmp_path_factory):
+    """The hardened Prometheus resources and the control; the operator's rewrite of fairgpu's rules as placed so far
+    (one PrometheusRule in the monitoring namespace); then the role: refused by default (the cross-namespace rules),
+    applied with monitoring_enforced_cross_namespace_rules: omit, and once more (changes nothing)."""
+    custom = k8s.CustomObjectsApi(applied["api"])
+    custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "servicemonitors",
+                                           CROSS_CONTROL)
+    for body in HARDENED.values():
+        custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "prometheuses", body)
+    old = "%s-fairgpu-alerts-" % MONITORING_NS
+    before = {ENFORCED: rule_files_with(applied, ENFORCED, [old]), EXCLUDED: rule_files_with(applied, EXCLUDED, [old])}
+    unselected = run_role({"monitoring_prometheus": "%s/other-release" % MONITORING_NS})
+    refused = run_role()
+    omitted = run_role(OMIT)
+    again = run_role(OMIT)
+    new = ["%s-fairgpu-kueue-alerts-" % KUEUE_NS, "%s-fairgpu-gpu-alerts-" % DCGM_NS]
+    after = rule_files_with(applied, ENFORCED, new, [old])
+    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", "prometheus"],
+                          capture_output=True, text=True, check=False, timeout=3600)
+    assert proc.returncode == 0, proc.stderr
+    applied["promtool"] = json.loads(proc.stdout)["binaries"]["promtool"]
+    return {"before": before, "unselected": unselected, "refused": refused, "omitted": omitted, "again": again,
+            "after": after,
+            "tmp": tmp_path_factory.mktemp("enforced")}
+
+
+def test_a_prometheus_that_selects_none_of_fairgpus_objects_is_refused_with_the_fix(hardened):
+    """monitoring_prometheus names the chart's default Prometheus of another release: it selects none of fairgpu's
+    objects (release label), and the role says so for each, with the fix, before any change."""
+    run = hardened["unselected"]
+    assert run.rc != 0
+    said = run.messages()
+    for obj in ("ServiceMonitor %s/fairgpu-kueue" % KUEUE_NS, "ServiceMonitor %s/fairgpu-dcgm-exporter" % DCGM_NS,
+                "PrometheusRule %s/fairgpu-alerts" % MONITORING_NS):
+        assert "no Prometheus selects fairgpu's %s" % obj in said, said
+    assert ("%s/other-release: serviceMonitorSelector {matchLabels: {release: other-release}}: set "
+            "monitoring_release_name: other-release" % MONITORING_NS) in said, said
+    assert run.changed_tasks() == [], run.changed_tasks()
+
+
+def test_enforcement_refuses_the_cross_namespace_rules_before_any_change_and_names_the_fix(hardened):
+    run = hardened["refused"]
+    assert run.rc != 0
+    said = run.messages()
+    assert "Prometheus %s/%s enforces the namespace label" % (MONITORING_NS, ENFORCED) in said, said
+    assert ("{group: monitoring.coreos.com, resource: prometheusrules, namespace: %s, name: fairgpu-alerts}"
+            % MONITORING_NS) in said, said
+    assert "monitoring_enforced_cross_namespace_rules: omit" in said, said
+    assert run.changed_tasks() == [], run.changed_tasks()
+
+
+def test_enforcement_places_each_rule_with_its_series_and_a_second_run_changes_nothing(hardened, applied):
+    assert hardened["omitted"].rc == 0, hardened["omitted"].messages()
+    assert hardened["again"].rc == 0 and hardened["again"].changed_tasks() == [], hardened["again"].changed_tasks()
+    custom = k8s.CustomObjectsApi(applied["api"])
+
+    def rules_in(namespace):
+        return sorted(r["metadata"]["name"] for r in custom.list_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", namespace, "prometheusrules")["items"])
+    assert (rules_in(MONITORING_NS), rules_in(KUEUE_NS), rules_in(DCGM_NS)) == (
+        [], ["fairgpu-kueue-alerts"], ["fairgpu-gpu-alerts"])
+    # The operator rewrote them: every selector of the Kueue rules got namespace="kueue-system", of the DCGM rules
+    # namespace="gpu-operator", and each rule the label.
+    after = hardened["after"]
+    kueue = yaml.safe_load(next(v for k, v in after.items() if k.startswith(KUEUE_NS + "-")))
+    down = next(r for g in kueue["groups"] for r in g["rules"] if r.get("alert") == "FairgpuKueueDown")
+    assert down["labels"]["namespace"] == KUEUE_NS
+    assert 'absent(up{job="kueue",namespace="%s"})' % KUEUE_NS in down["expr"], down["expr"]
+    gpus = next(v for k, v in after.items() if k.startswith(DCGM_NS + "-"))
+    assert 'namespace="%s"' % DCGM_NS in gpus and "kueue_" not in gpus
+
+
+def test_promtool_on_the_operators_rewrite_passes_with_fairgpus_placement(hardened, applied):
+    """The over-guarantee alert fires, FairgpuKueueDown stays quiet while Kueue is up and fires when it is down or
+    not scraped, a GPU pod outside the tenants is named: on the rule files the operator wrote under enforcement."""
+    proc = promtool_on(applied, hardened["after"], str(hardened["tmp"] / "placed"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_on_the_operators_rewrite_fails_with_the_old_placement(hardened, applied):
+    """The failure mode (issue 25): one PrometheusRule in the monitoring namespace under enforcement reads
+    namespace="fairgpu-monitoring" everywhere, so the same tests fail."""
+    data = hardened["before"][ENFORCED]
+    assert all('namespace="%s"' % MONITORING_NS in v for v in data.values())
+    proc = promtool_on(applied, data, str(hardened["tmp"] / "old"))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said
+    for alert in ("FairgpuTenantOverGuarantee", "FairgpuKueueDown", "FairgpuGpuPodOutsideTenants"):
+        assert "alertname: %s" % alert in said, said
+
+
+def test_excluded_from_enforcement_leaves_fairgpus_rules_as_written(hardened):
+    """The alternative fix: a Prometheus that enforces but lists fairgpu-alerts in excludedFromEnforcement loads
+    the rule file exactly as fairgpu wrote it (placement.plan then keeps the single layout)."""
+    (text,) = hardened["before"][EXCLUDED].values()
+    with open(RULES_FILE) as handle:
+        meant = yaml.safe_load(objects.rules_with_for(handle.read(), VARS["monitoring_alert_for"]))
+    assert yaml.safe_load(text) == meant
+
+
+def test_ignore_namespace_selectors_keeps_fairgpus_monitors_and_drops_the_old_placement(hardened, applied):
+    """ignoreNamespaceSelectors: each ServiceMonitor discovers only its own namespace. fairgpu's monitors are in
+    the namespaces they scrape, so the jobs keep them; the control placed as fairgpu's DCGM monitor was before
+    (monitoring namespace, namespaceSelector to the exporter's) is turned to the monitoring namespace."""
+    assert hardened["omitted"].rc == 0
+    jobs, _doc = generated(applied, IGNORE_NS, [KUEUE_SM, DCGM_SM, CROSS_CONTROL_SM])
+    assert jobs[KUEUE_SM]["kubernetes_sd_configs"][0]["namespaces"]["names"] == [KUEUE_NS]
+    assert jobs[DCGM_SM]["kubernetes_sd_configs"][0]["namespaces"]["names"] == [DCGM_NS]
+    assert jobs[CROSS_CONTROL_SM]["kubernetes_sd_configs"][0]["namespaces"]["names"] == [MONITORING_NS]
+    open_jobs, _doc = generated(applied, CHART_PROMETHEUS, [CROSS_CONTROL_SM])
+    assert open_jobs[CROSS_CONTROL_SM]["kubernetes_sd_configs"][0]["namespaces"]["names"] == [DCGM_NS]
+
+
+def test_enforcement_labels_the_dcgm_series_with_the_exporters_namespace(hardened, applied):
+    """Under enforcement the operator's last relabelling sets namespace to the ServiceMonitor's namespace, on the
+    target and on every metric (pkg/namespacelabeler GetRelabelingConfigs): the exporter's, the namespace of the
+    DCGM rules; the promtool tests' input series are labelled so."""
+    jobs, _doc = generated(applied, ENFORCED, [KUEUE_SM, DCGM_SM])
+    for sm, namespace in ((DCGM_SM, DCGM_NS), (KUEUE_SM, KUEUE_NS)):
+        enforced = {"target_label": "namespace", "replacement": namespace}
+        # After fairgpu's job relabelling (only the operator's sharding rules follow it).
+        targets = jobs[sm]["relabel_configs"]
+        assert enforced in targets and targets.index(enforced) > targets.index(relabel(jobs[sm], "job")[-1]), targets
+        assert jobs[sm]["metric_relabel_configs"][-1] == enforced, jobs[sm]["metric_relabel_configs"]

@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL, RBAC_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import placement as placing
 
 KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
@@ -173,9 +174,15 @@ def alert_seconds(rules_text, name):
     return duration_seconds(value) if value else 0
 
 
-def _labelled(obj, release):
-    obj["metadata"].setdefault("labels", {}).update({MANAGED_BY_LABEL: "fairgpu", "release": release})
+def _labelled(obj, release, extra=None):
+    obj["metadata"].setdefault("labels", {}).update(dict(extra or {}, **{MANAGED_BY_LABEL: "fairgpu", "release": release}))
     return obj
+
+
+def object_labels(release, extra=None):
+    """The labels on fairgpu's monitoring objects: ``extra`` (monitoring_labels), ``release: <release>`` and
+    fairgpu's managed-by label (these two win)."""
+    return dict(extra or {}, **{MANAGED_BY_LABEL: "fairgpu", "release": release})
 
 
 KUEUE_METRICS_READER = "fairgpu-kueue-metrics-reader"
@@ -267,7 +274,8 @@ def kueue_metrics_reader_objects(kueue_namespace, name=KUEUE_METRICS_READER):
 
 
 def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_namespace, kueue_service_labels,
-                 dcgm_namespace, dcgm_service_labels, interval="30s", kueue_metrics_ca=None, kueue_server_name=""):
+                 dcgm_namespace, dcgm_service_labels, interval="30s", kueue_metrics_ca=None, kueue_server_name="",
+                 placement=None, labels=None):
     """fairgpu's objects for kube-prometheus-stack (monitoring_mode helm), labelled ``release: <release>`` (what the
     chart's Prometheus selects), in apply order:
 
@@ -280,20 +288,30 @@ def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_
       OpenShift user workload monitoring) refuses (Prometheus Operator API reference: Endpoint ``authorization``
       SafeAuthorization, ``tlsConfig`` SafeTLSConfig with ``ca`` SecretOrConfigMap; ``bearerTokenFile`` deprecated).
       In Kueue's namespace because the operator resolves those references in the monitor's namespace.
-    - ServiceMonitor ``fairgpu-dcgm-exporter`` in ``namespace``: the GPU Operator's DCGM exporter Service in
-      ``dcgm_namespace`` (``dcgm_service_labels``), port ``gpu-metrics``, honorLabels false, job
-      ``nvidia-dcgm-exporter``, ``tenant`` relabelling (plain HTTP, no credentials).
-    - PrometheusRule ``fairgpu-alerts`` in ``namespace``: the groups of ``rules_text``.
+    - ServiceMonitor ``fairgpu-dcgm-exporter`` in ``dcgm_namespace``: the GPU Operator's DCGM exporter Service
+      there (``dcgm_service_labels``), port ``gpu-metrics``, honorLabels false, job ``nvidia-dcgm-exporter``,
+      ``tenant`` relabelling (plain HTTP, no credentials). In the exporter's namespace because a Prometheus with
+      ``ignoreNamespaceSelectors`` lets a ServiceMonitor discover targets only in its own namespace, and one with
+      ``enforcedNamespaceLabel`` labels its series with the monitor's namespace (placement.py).
+    - The PrometheusRules of ``placement`` (``placement.plan``'s result; None: layout ``single``): PrometheusRule
+      ``fairgpu-alerts`` in ``namespace`` with the groups of ``rules_text``, or (layout ``split``, a Prometheus that
+      enforces a namespace label) ``fairgpu-kueue-alerts`` in ``kueue_namespace`` and ``fairgpu-gpu-alerts`` in
+      ``dcgm_namespace``, each with the rules that read that namespace's series.
     - ConfigMap ``fairgpu-dashboard`` in ``namespace``: the dashboard, labelled ``grafana_dashboard: "1"`` for the
       chart's Grafana sidecar.
 
-    Raises MonitoringError for a ``kueue_metrics_ca`` that cannot be used (``kueue_metrics_tls_errors``).
+    Every object carries ``object_labels(release, labels)``. Raises MonitoringError for a ``kueue_metrics_ca`` that
+    cannot be used (``kueue_metrics_tls_errors``).
     """
     def job(name):
         return [{"action": "replace", "targetLabel": "job", "replacement": name}]
 
     tls = kueue_tls_config(kueue_metrics_ca, kueue_server_name)
-    reader = [_labelled(o, release) for o in kueue_metrics_reader_objects(kueue_namespace)]
+    reader = [_labelled(o, release, labels) for o in kueue_metrics_reader_objects(kueue_namespace)]
+    rules = [_labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                        "metadata": {"name": name, "namespace": rule_namespace or namespace},
+                        "spec": {"groups": groups}}, release, labels)
+             for rule_namespace, name, groups in placing.rule_objects(rules_text, placement)]
     return reader + [
         _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
                    "metadata": {"name": "fairgpu-kueue", "namespace": kueue_namespace},
@@ -303,22 +321,20 @@ def helm_objects(tenants, rules_text, dashboard_json, namespace, release, kueue_
                                            "authorization": {"type": "Bearer", "credentials": {
                                                "name": KUEUE_METRICS_TOKEN_SECRET, "key": "token"}},
                                            "tlsConfig": tls, "relabelings": job(KUEUE_JOB)}]}},
-                  release),
+                  release, labels),
         _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-                   "metadata": {"name": "fairgpu-dcgm-exporter", "namespace": namespace},
+                   "metadata": {"name": "fairgpu-dcgm-exporter", "namespace": dcgm_namespace},
                    "spec": {"namespaceSelector": {"matchNames": [dcgm_namespace]},
                             "selector": {"matchLabels": dict(dcgm_service_labels)},
                             "endpoints": [{"port": "gpu-metrics", "path": "/metrics", "interval": interval,
                                            "honorLabels": False, "relabelings": job(DCGM_JOB),
                                            "metricRelabelings": tenant_relabelings(tenants, "operator")}]}},
-                  release),
-        _labelled({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-                   "metadata": {"name": "fairgpu-alerts", "namespace": namespace},
-                   "spec": {"groups": pyyaml.require().safe_load(rules_text)["groups"]}}, release),
+                  release, labels),
+    ] + rules + [
         _labelled({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "fairgpu-dashboard", "namespace": namespace,
                                 "labels": {"grafana_dashboard": "1"}},
-                   "data": {"fairgpu-gpu-tenancy.json": dashboard_json}}, release),
+                   "data": {"fairgpu-gpu-tenancy.json": dashboard_json}}, release, labels),
     ]
 
 
