@@ -99,7 +99,7 @@ YAML_LITERALS = {
     "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
                   "roles/tenants/vars/main.yml", "roles/validate/tasks/cleanup.yml", "roles/replay/tasks/main.yml"),
     "REPLAY_LABEL": ("roles/replay/tasks/main.yml",),
-    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/local.yml",
+    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/monitoring/tasks/local.yml",
                          "roles/tenants/tasks/main.yml", "roles/tenants/tasks/prune.yml",
                          "roles/validate/tasks/main.yml"),
     "QUEUE_LABEL": ("roles/validate/templates/load-jobs.yaml.j2",),
