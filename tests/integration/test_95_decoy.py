@@ -23,28 +23,20 @@ but its own components'."""
 import base64
 import glob
 import gzip
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
 
+from by_hand import (BIN, KwokCluster, apply, cluster_objects, fingerprint, gpu_node, identity, kubectl, kubectl_json, kueue_ready, listening_ports, processes, processes_of, run)
 from conftest import ROOT, PlaybookRun, wait_until
 
-BIN = os.path.dirname(sys.executable)
-TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest",
-                                       "kubernetes", "etcd", "kwok"], capture_output=True, text=True,
-                                      check=True).stdout)
-KUBECTL = TOOLCHAIN["binaries"]["kubectl"]
-KWOKCTL = TOOLCHAIN["binaries"]["kwokctl"]
 DECOY = "fairgpu-decoy"
 TARGET = "fairgpu-it-existing"
 # The target's context in the user's kubeconfig: a name of the platform team's, not kwokctl's kwok-<name>.
@@ -61,17 +53,10 @@ LOCAL_PORTS = {"kueue_webhook": 26443, "kueue_metrics": 26444, "kueue_health": 2
 LOCAL_WORKDIRS = [os.path.join(STATE_DIR, "kueue", TARGET), os.path.join(STATE_DIR, "monitoring", TARGET)]
 # The kube components of a kwokctl cluster: the only user agents the decoy's audit log may show while fairgpu runs.
 DECOY_AGENTS = ("kube-apiserver/", "kube-controller-manager/", "kube-scheduler/", "kwok-controller/")
-# Kinds that kube components and kwok change on their own (heartbeats; fairgpu's simulated GPU operator publishes the
-# GPU nodes' labels and capacity, as the real one does): compared by identity only. Events come and go: left out.
-RESTLESS = {"Lease", "Node", "EndpointSlice", "Endpoints"}
 KUEUE_CRDS = ("clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloads", "workloadpriorityclasses")
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8, "groups": ["team-a"]},
            {"name": "team-b", "gpus": 8, "borrowing_limit": 8, "groups": ["team-b"]}]
-# The ports of a kwokctl cluster's components (kwok v0.8.0 KwokctlConfigurationOptions), from a first port on.
-CLUSTER_PORT_OPTIONS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
-                        "kubeSchedulerPort", "kwokControllerPort")
-AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
 
 
 def inventory(kubeconfig):
@@ -86,157 +71,6 @@ def inventory(kubeconfig):
         "render_node_pools": [{"name": "gpu-node", "count": 2, "gpu_product": PRODUCT, "gpu_count": 8, "cpu": "96",
                                "memory": "1Ti"}],
         "run_local_ports": LOCAL_PORTS}}}}
-
-
-def run(*argv, **kwargs):
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=kwargs.pop("timeout", 300), check=False,
-                          **kwargs)
-
-
-def kubectl(kubeconfig, *args, stdin=None):
-    return run(KUBECTL, "--kubeconfig", kubeconfig, *args, input=stdin)
-
-
-def kubectl_json(kubeconfig, *args):
-    result = kubectl(kubeconfig, *args, "-o", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def apply(kubeconfig, items, *args):
-    documents = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
-    applied = kubectl(kubeconfig, "apply", *args, "-f", "-", stdin=documents)
-    assert applied.returncode == 0, applied.stderr
-
-
-def processes(text):
-    """``{pid: cmdline}`` of the live processes whose command line mentions ``text``."""
-    found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        cmdline = processes_of(int(pid))
-        if cmdline and text in cmdline:
-            found[int(pid)] = cmdline
-    return found
-
-
-def kueue_ready(port):
-    """Whether the local Kueue answers its health endpoint /readyz (what the kueue role waits for)."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
-def processes_of(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return None
-
-
-def listening_ports(pids=None):
-    """Sorted TCP ports in LISTEN state that the processes ``pids`` hold (``ss -ltnp``); all of them for None."""
-    out = run("ss", "-ltnpH").stdout
-    ports = set()
-    for line in out.splitlines():
-        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if pids is None or owners & set(pids):
-            ports.add(int(line.split()[3].rsplit(":", 1)[1]))
-    return sorted(ports)
-
-
-def fingerprint(obj):
-    """An object without what the server changes by itself: status, resourceVersion, managedFields."""
-    obj = json.loads(json.dumps(obj))
-    obj.pop("status", None)
-    for key in ("resourceVersion", "managedFields"):
-        obj.get("metadata", {}).pop(key, None)
-    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
-def identity(obj):
-    return (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-
-
-def cluster_objects(kubeconfig):
-    """``{(apiVersion, kind, namespace, name): fingerprint}`` of every listable object (restless kinds: None)."""
-    names = kubectl(kubeconfig, "api-resources", "--verbs=list", "-o", "name")
-    assert names.returncode == 0, names.stderr
-    items = kubectl_json(kubeconfig, "get", ",".join(names.stdout.split()), "-A")["items"]
-    return {identity(o): None if o["kind"] in RESTLESS else fingerprint(o) for o in items if o["kind"] != "Event"}
-
-
-class KwokCluster:
-    """An embedded cluster made with kwokctl (not fairgpu), in a working directory of its own."""
-
-    def __init__(self, name, workdir, first_port, audit=False, stages=False):
-        self.name, self.workdir, self.audit, self.stages = name, workdir, audit, stages
-        self.first_port = first_port
-        self.env = dict(os.environ, KWOK_WORKDIR=workdir)
-        self.dir = os.path.join(workdir, "clusters", name)
-        self.kubeconfig = os.path.join(self.dir, "kubeconfig.yaml")
-        self.audit_log = os.path.join(self.dir, "logs", "audit.log")
-
-    def create(self):
-        binaries = TOOLCHAIN["binaries"]
-        config = os.path.join(self.workdir, "kwokctl.yaml")
-        options = {"runtime": "binary", "kubeVersion": TOOLCHAIN["versions"]["kubernetes"],
-                   "etcdVersion": TOOLCHAIN["versions"]["etcd"].lstrip("v"), "bindAddress": "127.0.0.1",
-                   "kubeAuthorization": True, "kubeAdmission": True,
-                   "kubeApiserverBinary": binaries["kube-apiserver"],
-                   "kubeControllerManagerBinary": binaries["kube-controller-manager"],
-                   "kubeSchedulerBinary": binaries["kube-scheduler"], "kubectlBinary": binaries["kubectl"],
-                   "etcdBinary": binaries["etcd"], "kwokControllerBinary": binaries["kwok"]}
-        # Ports of our own: kwokctl picks free ports when it looks and binds them later, so clusters created at the
-        # same time on this machine (other tests') were given the same ones (kubernetes-sigs/kwok#475).
-        options.update(zip(CLUSTER_PORT_OPTIONS, range(self.first_port, self.first_port + len(CLUSTER_PORT_OPTIONS))))
-        with open(config, "w") as handle:
-            yaml.safe_dump({"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration",
-                            "options": options}, handle)
-            if self.stages:
-                # kwok's own stages at the pinned version (kwok v0.8.0 kustomize/stage/...), unchanged: a Job's pod
-                # completes after its pod-complete delay annotation. A cluster fairgpu did not make runs no simulated
-                # kubelet, so its pod-create stage does not wait for one (the cluster role's kwokctl.yaml.j2 does).
-                with open(TOOLCHAIN["kwok_stages"]) as stages:
-                    handle.write("---\n" + stages.read())
-        argv = [KWOKCTL, "create", "cluster", "--name", self.name, "--config", config, "--kubeconfig=", "--wait=120s"]
-        if self.audit:
-            policy = os.path.join(self.workdir, "audit-policy.yaml")
-            with open(policy, "w") as handle:
-                yaml.safe_dump(AUDIT_POLICY, handle)
-            argv += ["--kube-audit-policy", policy]
-        created = run(*argv, env=self.env)
-        assert created.returncode == 0, created.stderr[-2000:]
-
-    def delete(self):
-        run(KWOKCTL, "delete", "cluster", "--name", self.name, "--kubeconfig", self.kubeconfig, env=self.env)
-
-    def pids(self):
-        found = {}
-        for path in glob.glob(os.path.join(self.dir, "pids", "*.pid")):
-            with open(path) as handle:
-                found[os.path.basename(path)] = int(handle.read().strip())
-        return found
-
-    def state(self):
-        """Objects, component processes (pid and command line) and their listening ports."""
-        pids = self.pids()
-        live = {name: (pid, processes_of(pid)) for name, pid in pids.items()}
-        return {"objects": cluster_objects(self.kubeconfig), "processes": live,
-                "ports": listening_ports(pids.values())}
-
-    def server(self):
-        return kubectl_json(self.kubeconfig, "config", "view", "--raw")["clusters"][0]["cluster"]["server"]
-
-    def audit_size(self):
-        return os.path.getsize(self.audit_log)
-
-    def audit_events(self, offset):
-        with open(self.audit_log) as handle:
-            handle.seek(offset)
-            return [json.loads(line) for line in handle if line.strip()]
 
 
 def user_kubeconfig(path, decoy, target):
@@ -257,20 +91,6 @@ def user_kubeconfig(path, decoy, target):
     os.chmod(path, 0o600)
     return path
 
-
-def gpu_node(name, product=None, gpus=0):
-    """A kwok Node as the cluster role's kwok provider makes one (roles/cluster/templates/kwok-nodes.yaml.j2): kwok's
-    fake-node annotation (kwok.x-k8s.io/node: fake, kwok v0.8.0 docs "kwok-controller"), and for a GPU machine the
-    simulated hardware the gpu_operator role's simulated mode publishes (plugins/module_utils/simulated/node.py)."""
-    annotations = {"kwok.x-k8s.io/node": "fake"}
-    if product:
-        annotations.update({"fairgpu.io/simulated-gpu-product": product, "fairgpu.io/simulated-gpu-count": str(gpus)})
-    resources = {"cpu": "96", "memory": "1Ti", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": annotations,
-                         "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
-                                    "kubernetes.io/os": "linux", "type": "kwok"}},
-            "status": {"allocatable": resources, "capacity": resources, "phase": "Running"}}
 
 
 def helm_release_secret(name, namespace, chart, version, values):
