@@ -40,6 +40,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects
+import promop
 from conftest import KWOK_WORKDIR, ROOT, playbook, wait_until
 
 PLAYBOOK = "../tests/integration/prometheus_operator.yml"
@@ -61,9 +62,6 @@ VARS = {
 OPERATOR_LISTEN = "127.0.0.1:31080"
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
 RULES_FILE = os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")
-# The Prometheus Operator's CRDs its Prometheus controller reads (example/prometheus-operator-crd of the module);
-# Alertmanager, PrometheusAgent and ThanosRuler controllers stay off without theirs (cmd/operator checkPrerequisites).
-CRDS = ("prometheuses", "servicemonitors", "podmonitors", "probes", "prometheusrules", "scrapeconfigs")
 KUEUE_SM, DCGM_SM = "serviceMonitor/%s/fairgpu-kueue/0" % KUEUE_NS, "serviceMonitor/%s/fairgpu-dcgm-exporter/0" % DCGM_NS
 CONTROL_SM = "serviceMonitor/%s/it-control-token-file/0" % MONITORING_NS
 # kube-prometheus-stack names its Prometheus "<fullname>-prometheus"; fullname is the release name when it contains
@@ -149,17 +147,6 @@ def test_without_an_operator_the_role_stops_before_anything_changes(cluster):
     assert MONITORING_NS not in [n.metadata.name for n in k8s.CoreV1Api(api).list_namespace().items]
 
 
-def install_crds(api, crd_dir):
-    ext = k8s.ApiextensionsV1Api(api)
-    for plural in CRDS:
-        with open(os.path.join(crd_dir, "monitoring.coreos.com_%s.yaml" % plural)) as handle:
-            ext.create_custom_resource_definition(yaml.safe_load(handle))
-    for plural in CRDS:
-        wait_until(lambda p=plural: any(c.type == "Established" and c.status == "True" for c in
-                                        ext.read_custom_resource_definition(p + ".monitoring.coreos.com").status.conditions or []),
-                   60, what="CRD %s established" % plural)
-
-
 def secret_text(core, namespace, name, key):
     try:
         data = core.read_namespaced_secret(name, namespace).data or {}
@@ -170,34 +157,6 @@ def secret_text(core, namespace, name, key):
     return base64.b64decode(data[key]) if key in data else None
 
 
-class Operator:
-    """The Prometheus Operator as a local process on the test cluster's kubeconfig (v0.85.0 has no --kubeconfig
-    flag: it reads KUBECONFIG, pkg/k8sutil NewClusterConfig), watching only the namespaces fairgpu's objects and the
-    Prometheus resources are in, its web server on loopback."""
-
-    def __init__(self, binary, workdir):
-        self.log_path = os.path.join(workdir, "prometheus-operator.log")
-        self.log = open(self.log_path, "w")
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", ""), "KUBECONFIG": KUBECONFIG}
-        self.proc = subprocess.Popen([binary, "--web.listen-address=" + OPERATOR_LISTEN,
-                                      "--namespaces=%s,%s,%s" % (MONITORING_NS, KUEUE_NS, DCGM_NS),
-                                      "--log-level=info"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
-
-    def tail(self, lines=40):
-        self.log.flush()
-        with open(self.log_path) as handle:
-            return "".join(handle.readlines()[-lines:])
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
-
-
 @pytest.fixture(scope="module")
 def applied(cluster):
     """The CRDs and the Prometheus resources (the role reads them to decide where its objects go), then the role
@@ -206,7 +165,7 @@ def applied(cluster):
     it generated (results/it-promop). The operator starts after every object is there, so its first configurations
     are complete and a job missing from one is missing for good."""
     api, tools = cluster
-    install_crds(api, tools["prometheus_operator_crds"])
+    promop.install_crds(api, tools["prometheus_operator_crds"])
     core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": MONITORING_NS}})  # the platform team's, where their Prometheus runs
     for body in PROMETHEUSES.values():
@@ -220,7 +179,8 @@ def applied(cluster):
     custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", MONITORING_NS, "servicemonitors", CONTROL)
     workdir = VARS["validate_results_dir"]  # the operator's log and each generated configuration, for a reader
     os.makedirs(workdir, exist_ok=True)
-    operator = Operator(tools["binaries"]["prometheus-operator"], workdir)
+    operator = promop.Operator(tools["binaries"]["prometheus-operator"], KUBECONFIG, OPERATOR_LISTEN, workdir,
+                              (MONITORING_NS, KUEUE_NS, DCGM_NS))
     try:
         yield {"api": api, "first": first, "second": second, "operator": operator, "token": token,
                "workdir": workdir, "tools": tools}
@@ -465,37 +425,13 @@ OMIT = {"monitoring_enforced_cross_namespace_rules": "omit"}
 
 
 def rule_files_with(applied, name, wanted, unwanted=(), timeout=90):
-    """The rule files the operator wrote for Prometheus ``name`` once their keys start with every prefix of
-    ``wanted`` and with none of ``unwanted`` (keys: <namespace>-<PrometheusRule>-<uid>.yaml)."""
-    core = k8s.CoreV1Api(applied["api"])
-
-    def ready():
-        try:
-            data = core.read_namespaced_config_map("prometheus-%s-rulefiles-0" % name, MONITORING_NS).data or {}
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        keys = list(data)
-        if all(any(k.startswith(w) for k in keys) for w in wanted) and not any(
-                k.startswith(u) for k in keys for u in unwanted):
-            return data
-        return None
-    return wait_until(ready, timeout, what="the rule files of %s with %s" % (name, ", ".join(wanted)))
+    return promop.rule_files_with(applied["api"], MONITORING_NS, name, wanted, unwanted, timeout)
 
 
 def promtool_on(applied, data, tmp):
-    """promtool test rules with tests/rules/enforced/fairgpu-alerts-enforced.test.yml over the rule files ``data``
-    (the operator's), copied into tmp/rulefiles."""
-    os.makedirs(os.path.join(tmp, "rulefiles"))
-    for key, text in data.items():
-        with open(os.path.join(tmp, "rulefiles", key), "w") as handle:
-            handle.write(text)
-    with open(ENFORCED_TEST) as src, open(os.path.join(tmp, "enforced.test.yml"), "w") as dst:
-        dst.write(src.read())
-    promtool = applied["promtool"]
-    return subprocess.run([promtool, "test", "rules", "enforced.test.yml"], cwd=tmp, capture_output=True, text=True,
-                          check=False, timeout=120)
+    """promtool test rules with tests/rules/enforced/fairgpu-alerts-enforced.test.yml over the operator's rule files
+    ``data``."""
+    return promop.promtool_test(applied["promtool"], data, ENFORCED_TEST, tmp)
 
 
 @pytest.fixture(scope="module")
