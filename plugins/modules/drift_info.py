@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - Reads each object of O(objects) from the cluster (one GET each, in one module run) and compares it with the
     object as fairgpu applies it, in the fields fairgpu sets and only those (plugins/module_utils/common/drift.py,
-    C(subset_differences)): a field another field manager added is not a difference; a field fairgpu sets that holds
+    C(subset_differences)). A field another field manager added is not a difference; a field fairgpu sets that holds
     another value, or is gone, is, whoever wrote it. Quantities compare by value and Go durations by length, so
     C(8) and C("8"), C("10m") and C("600s") are the same.
   - Read-only; never changes the cluster, so it runs in check mode as well. The role that applies the objects
@@ -75,7 +75,7 @@ differences:
       description: C(live) when the live object lacks the field, else null.
       type: str
 lines:
-  description: One line per difference, C(<object> <path>: live <value>, fairgpu <value>).
+  description: "One line per difference, C(<object> <path>: live <value>, fairgpu <value>)."
   returned: always
   type: list
   elements: str

@@ -14,7 +14,8 @@ from kubernetes import config as k8s_config
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VARS = os.path.join(ROOT, "tests", "integration", "vars.yml")
+# FAIRGPU_IT_VARS: another copy of vars.yml (its own cluster_name and ports), for a second checkout's run beside this one.
+VARS = os.environ.get("FAIRGPU_IT_VARS") or os.path.join(ROOT, "tests", "integration", "vars.yml")
 with open(VARS) as _handle:
     CLUSTER = yaml.safe_load(_handle)["cluster_name"]
 KWOK_WORKDIR = os.path.expanduser("~/.local/share/fairgpu/kwok")

@@ -209,3 +209,57 @@ def test_the_cluster_policy_fields_are_only_those_fairgpu_sets():
                      "toolkit": {"enabled": True, "env": copy.deepcopy(helm_values["toolkit"]["env"])}}}
     found = drift.object_differences(live, policy)
     assert [(one["path"], one["live"], one["fairgpu"]) for one in found] == [("spec.mig.strategy", "mixed", "single")]
+
+
+class _Found(object):
+    def __init__(self, value):
+        self.value = value
+
+    def to_dict(self):
+        return copy.deepcopy(self.value)
+
+
+class _Client(object):
+    """The calls drift_info makes (kubernetes.core's K8SClient: resource(kind, api_version), get(resource, ...))."""
+
+    def __init__(self, objects, served):
+        self.objects, self.served, self.gets = objects, served, []
+
+    def resource(self, kind, api_version):
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+        if kind not in self.served:
+            raise ResourceNotFoundError("no %s in %s" % (kind, api_version))
+        return kind
+
+    def get(self, resource, name=None, namespace=None):
+        from kubernetes.dynamic.exceptions import NotFoundError
+        self.gets.append((resource, namespace, name))
+        key = "/".join([resource] + ([namespace] if namespace else []) + [name])
+        if key not in self.objects:
+            class _Answer(object):
+                status, reason, body, headers = 404, "Not Found", "{}", {}
+
+                def getheaders(self):
+                    return {}
+            raise NotFoundError(_Answer())
+        return _Found(self.objects[key])
+
+
+def test_the_drift_info_module_reads_each_object_and_lists_differences(monkeypatch, capsys):
+    from ansible_collections.fairgpu.tenancy.plugins.modules import drift_info
+    from module_main import run_main
+    live = live_cluster_queue()
+    live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "1"
+    client = _Client({"ClusterQueue/team-a": live}, served=("ClusterQueue",))
+    monkeypatch.setattr(drift_info, "get_api_client", lambda module: client)
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+              "spec": {"mig": {"strategy": "single"}}}
+    result = run_main(drift_info, {"objects": [CLUSTER_QUEUE, dict(CLUSTER_QUEUE, metadata={"name": "team-b"}),
+                                               policy], "_ansible_check_mode": True}, capsys)
+    assert not result.get("failed") and result["changed"] is False, result
+    assert result["missing"] == ["ClusterQueue/team-b", "ClusterPolicy/cluster-policy"]
+    assert result["lines"] == ['ClusterQueue/team-a spec.resourceGroups[0].flavors[name=gpu].resources'
+                               '[name=nvidia.com/gpu].nominalQuota: live "1", fairgpu 8']
+    assert client.gets == [("ClusterQueue", None, "team-a"), ("ClusterQueue", None, "team-b")]
+    result = run_main(drift_info, {"objects": [{"kind": "ClusterQueue", "metadata": {"name": "x"}}]}, capsys)
+    assert result["failed"] and "every object needs apiVersion, kind and metadata.name" in result["msg"]

@@ -179,7 +179,7 @@ def report_rows(hosts):
     """The fleet report's rows, one per inventory host in name order: ``{column: text}`` over RESULT_COLUMNS.
     ``hosts``: ``{host: {"provider", "path", "kueue_version", "tenants": ["<tenant> <devices> <resource>"],
     "changed": [task names], "check_mode": bool, "not_checked": reason | None (under --check, a cluster whose run
-    failed or stopped: its "changed" says "not checked: <reason>", never "nothing"), "failure": {"task", "message"}
+    failed or stopped: its "changed" says "not checked", never "nothing", and "failure" why), "failure": {"task", "message"}
     | None (the last site.yml,
     tenants.yml or teardown.yml run), "validation": "passed" | "failed" | "not run", "report": path,
     "validation_failure": {"task", "message"} | None (the last validate.yml run), "last_run": text}}``."""
@@ -193,7 +193,7 @@ def report_rows(hosts):
         rows.append({
             "cluster": host, "provider": data.get("provider") or "", "path": data.get("path") or "",
             "kueue": data.get("kueue_version") or "", "tenants": tenants,
-            "changed": ("not checked: %s" % data["not_checked"]) if data.get("check_mode") and data.get("not_checked")
+            "changed": "not checked" if data.get("check_mode") and data.get("not_checked")
             else ("%s %d: %s" % (verb, len(changed), "; ".join(changed))) if changed else "nothing",
             "validation": data.get("validation") or "not run",
             "failure": ("%s: %s" % (failure["task"], failure["message"])) if failure else "",
