@@ -18,9 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import yaml
-
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.pyyaml import require as require_yaml
 
 # apis/config/v1beta2/defaults.go (constants and SetDefaults_Configuration). A section whose absence means the same
 # as an empty one has the default {} (its keys then have their own defaults); leaderElection's durations are
@@ -63,6 +62,7 @@ DEFAULTS = {
 def parse_configuration(text):
     """The Configuration of YAML ``text`` (a dict), or raises ValueError saying why it is none (not YAML, not a
     mapping, another kind)."""
+    yaml = require_yaml()
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
