@@ -108,7 +108,8 @@ def subset_differences(live, desired, path=""):
     """The differences in the fields ``desired`` sets (a parsed object: dicts, lists, scalars) between ``live`` and
     ``desired``; fields only ``live`` has are not differences. Lists of named items are matched by name (a live
     item fairgpu does not name is not a difference); other lists item by item, and a list of another length is one
-    difference (the whole list). A null or empty value (``{}``, ``[]``, ``""``) fairgpu sends matches an absent field. Returns a list of differences (see the module docstring) without ``object``."""
+    difference (the whole list). A null or empty value (``{}``, ``[]``, ``""``) fairgpu sends matches an absent
+    field. Returns a list of differences (see the module docstring) without ``object``."""
     if live is _ABSENT:
         # Null or empty: the API server stores no field for it (omitempty; a null removes the field).
         return [] if desired is None or desired in ({}, [], "") else [_difference(path, live, desired)]
