@@ -89,10 +89,9 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
     with open(config_path, "w") as handle:
         # Another key order too: that alone is no drift.
         yaml.safe_dump(dict(reversed(list(config.items()))), handle, sort_keys=False)
-    kueue.api_client.call_api(
-        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a", "PATCH", query_params=[("fieldManager", "kubectl-edit")],
-        header_params={"Content-Type": "application/json-patch+json"},
-        body=[{"op": "replace", "path": QUOTA, "value": "1"}], auth_settings=["BearerToken"], response_type="object")
+    kueue.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a",
+                                      [{"op": "replace", "path": QUOTA, "value": "1"}], field_manager="kubectl-edit",
+                                      _content_type="application/json-patch+json")
     edited = cluster_queue(kueue, "team-a")
     assert edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] in ("1", 1)
     assert "kubectl-edit" in quota_manager(edited), "the quota is another field manager's now"

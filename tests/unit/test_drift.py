@@ -98,6 +98,17 @@ def test_scalars_compare_by_meaning(live, desired, same):
     assert drift.same_scalar(live, desired) is same
 
 
+class _TaggedStr(str):
+    """What Ansible 2.19 hands a filter for a templated string: a str subclass."""
+
+
+def test_a_string_of_a_str_subclass_is_the_same_string():
+    """Found on the embedded cluster: every templated string of fairgpu's Configuration was drift."""
+    assert drift.same_scalar("kueue-system", _TaggedStr("kueue-system"))
+    assert configuration.configuration_differences(
+        yaml.safe_dump(CONFIG), dict(CONFIG, namespace=_TaggedStr("kueue-system")), WHERE) == []
+
+
 CLUSTER_QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                  "metadata": {"name": "team-a", "labels": {"app.kubernetes.io/managed-by": "fairgpu"}},
                  "spec": {"cohortName": "gpus", "namespaceSelector": {}, "fairSharing": {"weight": "1"},

@@ -72,10 +72,11 @@ def same_scalar(live, desired):
     Booleans never equal numbers or strings (``true`` and ``"true"`` differ: the reader's schema decides)."""
     if isinstance(live, bool) or isinstance(desired, bool):
         return isinstance(live, bool) and isinstance(desired, bool) and live == desired
-    if live == desired and type(live) is type(desired):
+    # Equal values are the same whatever their classes (Ansible hands filters str and dict subclasses).
+    if live == desired:
         return True
     if isinstance(live, (int, float)) and isinstance(desired, (int, float)):
-        return live == desired
+        return False
     if isinstance(live, str) and isinstance(desired, str):
         durations = parse_duration(live), parse_duration(desired)
         if None not in durations:
