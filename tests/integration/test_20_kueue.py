@@ -55,7 +55,12 @@ def test_job_creation_is_refused_while_kueue_is_down(batch):
 
 
 KUEUE_DIR = os.path.expanduser("~/.local/share/fairgpu/kueue/%s" % CLUSTER)
-QUOTA = "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota"
+
+
+def gpu_resource(cq):
+    """The index and entry of nvidia.com/gpu in the ClusterQueue's first flavor (cpu and memory come first)."""
+    resources = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    return next((i, r) for i, r in enumerate(resources) if r["name"] == "nvidia.com/gpu")
 
 
 def said(run, words):
@@ -84,16 +89,18 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
     with open(config_path) as handle:
         config = yaml.safe_load(handle)
     assert "fairSharing" in config
-    guaranteed = cluster_queue(kueue, "team-a")["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+    index, resource = gpu_resource(cluster_queue(kueue, "team-a"))
+    guaranteed = resource["nominalQuota"]
     del config["fairSharing"]
     with open(config_path, "w") as handle:
         # Another key order too: that alone is no drift.
         yaml.safe_dump(dict(reversed(list(config.items()))), handle, sort_keys=False)
     kueue.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a",
-                                      [{"op": "replace", "path": QUOTA, "value": "1"}], field_manager="kubectl-edit",
+                                      [{"op": "replace", "value": "1", "path": "/spec/resourceGroups/0/flavors/0/"
+                                        "resources/%d/nominalQuota" % index}], field_manager="kubectl-edit",
                                       _content_type="application/json-patch+json")
     edited = cluster_queue(kueue, "team-a")
-    assert edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] in ("1", 1)
+    assert gpu_resource(edited)[1]["nominalQuota"] in ("1", 1)
     assert "kubectl-edit" in quota_manager(edited), "the quota is another field manager's now"
     pid = kueue_pid()
 
@@ -115,7 +122,7 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
     assert "fairSharing" in yaml.safe_load(open(config_path))
     assert kueue_pid() != pid, "the local Kueue restarted to read its repaired Configuration"
     repaired = cluster_queue(kueue, "team-a")
-    assert repaired["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == guaranteed
+    assert gpu_resource(repaired)[1]["nominalQuota"] == guaranteed
     assert quota_manager(repaired) == ["fairgpu"], "server-side apply took the field back"
 
     again = playbook("site.yml")

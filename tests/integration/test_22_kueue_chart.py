@@ -286,7 +286,8 @@ def test_a_hand_edited_configmap_is_listed_repaired_and_kueue_restarted(chart):
     configuration = yaml.safe_load(data["controller_manager_config.yaml"])
     del configuration["fairSharing"]
     core.patch_namespaced_config_map(objects["config_map"], NAMESPACE, {"data": {
-        "controller_manager_config.yaml": yaml.safe_dump(configuration)}}, field_manager="kubectl-edit")
+        "controller_manager_config.yaml": yaml.safe_dump(configuration)}}, field_manager="kubectl-edit",
+        _content_type="application/merge-patch+json")
     template = apps.read_namespaced_deployment(objects["deployment"], NAMESPACE).spec.template.metadata
     where = "ConfigMap/%s/%s controller_manager_config.yaml" % (NAMESPACE, objects["config_map"])
     expected = [where + ' fairSharing: live (absent), fairgpu '
