@@ -84,7 +84,7 @@ def quota_manager(cq):
 
 def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said(kueue):
     """A platform engineer's 2 a.m. edits: fair sharing taken out of the Configuration file the local Kueue reads,
-    team-a's guarantee cut to 1 GPU with another field manager (a JSON patch as kubectl edit sends one)."""
+    team-a's guarantee raised to 12 GPUs with another field manager (Kueue's webhook refuses one below its lendingLimit of 8) (a JSON patch as kubectl edit sends one)."""
     config_path = os.path.join(KUEUE_DIR, "config.yaml")
     with open(config_path) as handle:
         config = yaml.safe_load(handle)
@@ -96,11 +96,11 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
         # Another key order too: that alone is no drift.
         yaml.safe_dump(dict(reversed(list(config.items()))), handle, sort_keys=False)
     kueue.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a",
-                                      [{"op": "replace", "value": "1", "path": "/spec/resourceGroups/0/flavors/0/"
+                                      [{"op": "replace", "value": "12", "path": "/spec/resourceGroups/0/flavors/0/"
                                         "resources/%d/nominalQuota" % index}], field_manager="kubectl-edit",
                                       _content_type="application/json-patch+json")
     edited = cluster_queue(kueue, "team-a")
-    assert gpu_resource(edited)[1]["nominalQuota"] in ("1", 1)
+    assert gpu_resource(edited)[1]["nominalQuota"] in ("12", 12)
     assert "kubectl-edit" in quota_manager(edited), "the quota is another field manager's now"
     pid = kueue_pid()
 
@@ -110,7 +110,7 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
         config_path + ' fairSharing: live (absent), fairgpu '
         '{"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}']
     quota_line = ('ClusterQueue/team-a spec.resourceGroups[0].flavors[name=%s].resources[name=nvidia.com/gpu].'
-                  'nominalQuota: live "1", fairgpu ' % edited["spec"]["resourceGroups"][0]["flavors"][0]["name"])
+                  'nominalQuota: live "12", fairgpu ' % edited["spec"]["resourceGroups"][0]["flavors"][0]["name"])
     assert [line for line in said(check, "tenants (would repair)") if line.startswith(quota_line)], \
         said(check, "tenants")
     assert "fairSharing" not in yaml.safe_load(open(config_path)) and kueue_pid() == pid, "--check changed nothing"
