@@ -24,6 +24,9 @@ description:
     fill one page. The columns C(changed) and C(failure) are those of the last C(site.yml), C(tenants.yml) or
     C(teardown.yml) run; C(validation) that of the last C(validate.yml) run; the run role's C(run_playbook) says
     which playbook ran (the file name when the run stopped before it), so a playbook that imports one counts as it.
+  - Under C(--check) (the drift check) a cluster whose run failed or never finished (an API server that does not
+    answer, a bad kubeconfig) is reported C(not checked) with the reason, not C(nothing), since its C(changed) is no
+    answer. C(site.yml --check) checks every cluster in one batch, and one failure stops no other.
   - A cluster that C(site.yml) checked but whose roll-out never finished (a batch before it failed, or
     C(max_fail_percentage) cut its batch short) is reported as not rolled out; C(site.yml) publishes C(completed)
     as its last task.
@@ -134,6 +137,9 @@ class CallbackModule(CallbackBase):
                 row["check_mode"] = check_mode
                 finished = published[host].get("completed") or playbook != "site"
                 row["failure"] = failure or (None if finished else dict(NOT_FINISHED))
+                # Under --check (a drift check) a cluster whose run failed or stopped was not checked: its "changed"
+                # is no answer. fleet.not_checked_reason says why.
+                row["not_checked"] = fleet.not_checked_reason(row["failure"]) if check_mode else None
             row["last_run"] = "%s%s at %s" % (self._playbook, " --check" if check_mode else "", when)
         report.update({"playbook": self._playbook, "time": when})
         markdown = fleet.report_markdown(report["hosts"], self._playbook, when)

@@ -11,8 +11,10 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import nod
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu_operator_values
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import kubeconfig as cluster_kubeconfig
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import configuration as kueue_configuration
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
@@ -98,6 +100,9 @@ class FilterModule(object):
             "kueue_chart_ref_kind": kueue_chart.chart_ref_kind,
             "kueue_chart_ref_errors": kueue_chart.chart_ref_errors,
             "kueue_chart_object_names": kueue_chart.object_names,
+            "kueue_configuration_differences": kueue_configuration.configuration_differences,
+            "drift_lines": drift.difference_lines,
+            "gpu_operator_cluster_policy_fields": gpu_operator_values.cluster_policy_fields,
             "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
             "isolation_errors": kueue_objects.isolation_errors,

@@ -1,5 +1,7 @@
 """The real Kueue controller behind the API server: its webhooks suspend queued Jobs, it admits them through
-the tenant's ClusterQueue, and while it is down Job creation is refused (failurePolicy Fail)."""
+the tenant's ClusterQueue, and while it is down Job creation is refused (failurePolicy Fail). Then the drift check
+(issue 25): hand edits of Kueue's live Configuration and of a ClusterQueue's quota are listed by --check --diff and
+repaired, and said, by site.yml."""
 
 import json
 import os
@@ -10,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from conftest import CLUSTER, condition, load_job, playbook, wait_until, workloads
+from conftest import CLUSTER, cluster_queue, condition, load_job, playbook, wait_until, workloads
 
 
 def job_workload(kueue, namespace, job):
@@ -86,3 +88,78 @@ def test_job_creation_is_refused_while_kueue_is_down(batch):
     assert run.rc == 0, run.messages()
     changed = run.changed_tasks()
     assert len(changed) == 1 and "Start the Kueue controller" in changed[0], changed
+
+
+KUEUE_DIR = os.path.expanduser("~/.local/share/fairgpu/kueue/%s" % CLUSTER)
+
+
+def gpu_resource(cq):
+    """The index and entry of nvidia.com/gpu in the ClusterQueue's first flavor (cpu and memory come first)."""
+    resources = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    return next((i, r) for i, r in enumerate(resources) if r["name"] == "nvidia.com/gpu")
+
+
+def said(run, words):
+    """The lines of the drift reports ("Say what differ..." tasks) of a run whose task name contains ``words``."""
+    return [line for play in run.result.get("plays", []) for task in play["tasks"]
+            if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
+            for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
+
+
+def kueue_pid():
+    with open(os.path.join(KUEUE_DIR, "kueue.pid")) as handle:
+        return int(handle.read().strip())
+
+
+def quota_manager(cq):
+    """The field managers that own the ClusterQueue's quotas: spec.resourceGroups is an atomic list (Kueue's
+    clusterqueue_types.go, +listType=atomic), owned whole by the manager that last wrote any of it."""
+    return sorted(entry["manager"] for entry in cq["metadata"]["managedFields"]
+                  if "f:resourceGroups" in ((entry.get("fieldsV1") or {}).get("f:spec") or {}))
+
+
+def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said(kueue):
+    """A platform engineer's 2 a.m. edits: fair sharing taken out of the Configuration file the local Kueue reads,
+    team-a's guarantee raised to 12 GPUs with another field manager (Kueue's webhook refuses one below its lendingLimit of 8) (a JSON patch as kubectl edit sends one)."""
+    config_path = os.path.join(KUEUE_DIR, "config.yaml")
+    with open(config_path) as handle:
+        config = yaml.safe_load(handle)
+    assert "fairSharing" in config
+    index, resource = gpu_resource(cluster_queue(kueue, "team-a"))
+    guaranteed = resource["nominalQuota"]
+    del config["fairSharing"]
+    with open(config_path, "w") as handle:
+        # Another key order too: that alone is no drift.
+        yaml.safe_dump(dict(reversed(list(config.items()))), handle, sort_keys=False)
+    kueue.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a",
+                                      [{"op": "replace", "value": "12", "path": "/spec/resourceGroups/0/flavors/0/"
+                                        "resources/%d/nominalQuota" % index}], field_manager="kubectl-edit",
+                                      _content_type="application/json-patch+json")
+    edited = cluster_queue(kueue, "team-a")
+    assert gpu_resource(edited)[1]["nominalQuota"] in ("12", 12)
+    assert "kubectl-edit" in quota_manager(edited), "the quota is another field manager's now"
+    pid = kueue_pid()
+
+    check = playbook("site.yml", "--diff", check=True)
+    assert check.rc == 0, check.messages()
+    assert said(check, "Kueue's Configuration (would repair)") == [
+        config_path + ' fairSharing: live (absent), fairgpu '
+        '{"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}']
+    quota_line = ('ClusterQueue/team-a spec.resourceGroups[0].flavors[name=%s].resources[name=nvidia.com/gpu].'
+                  'nominalQuota: live "12", fairgpu ' % edited["spec"]["resourceGroups"][0]["flavors"][0]["name"])
+    assert [line for line in said(check, "tenants (would repair)") if line.startswith(quota_line)], \
+        said(check, "tenants")
+    assert "fairSharing" not in yaml.safe_load(open(config_path)) and kueue_pid() == pid, "--check changed nothing"
+
+    repair = playbook("site.yml")
+    assert repair.rc == 0, repair.messages()
+    assert said(repair, "Kueue's Configuration (repaired)") == said(check, "Kueue's Configuration (would repair)")
+    assert [line for line in said(repair, "tenants (repaired)") if line.startswith(quota_line)]
+    assert "fairSharing" in yaml.safe_load(open(config_path))
+    assert kueue_pid() != pid, "the local Kueue restarted to read its repaired Configuration"
+    repaired = cluster_queue(kueue, "team-a")
+    assert gpu_resource(repaired)[1]["nominalQuota"] == guaranteed
+    assert quota_manager(repaired) == ["fairgpu"], "server-side apply took the field back"
+
+    again = playbook("site.yml")
+    assert again.rc == 0 and again.stats["changed"] == 0, again.changed_tasks()

@@ -272,6 +272,47 @@ def test_a_bad_local_chart_is_refused_before_the_release_changes(chart, which, t
     assert [s.metadata.labels["version"] for s in secrets] == ["1"]
 
 
+def drift_lines(run, words):
+    return [line for play in run.result.get("plays", []) for task in play["tasks"]
+            if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
+            for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
+
+
+def test_a_hand_edited_configmap_is_listed_repaired_and_kueue_restarted(chart):
+    """Drift in mode helm (issue 25): fair sharing taken out of the chart's ConfigMap by hand. The helm task does not
+    see it (the release's values did not change); --check --diff lists it, the next run writes fairgpu's
+    Configuration back and restarts the Deployment's pods (a new pod template, so a new ReplicaSet)."""
+    _run, api, record = chart
+    core, apps, objects = k8s.CoreV1Api(api), k8s.AppsV1Api(api), record["objects"]
+    data = core.read_namespaced_config_map(objects["config_map"], NAMESPACE).data
+    configuration = yaml.safe_load(data["controller_manager_config.yaml"])
+    del configuration["fairSharing"]
+    core.patch_namespaced_config_map(objects["config_map"], NAMESPACE, {"data": {
+        "controller_manager_config.yaml": yaml.safe_dump(configuration)}}, field_manager="kubectl-edit",
+        _content_type="application/merge-patch+json")
+    template = apps.read_namespaced_deployment(objects["deployment"], NAMESPACE).spec.template.metadata
+    where = "ConfigMap/%s/%s controller_manager_config.yaml" % (NAMESPACE, objects["config_map"])
+    expected = [where + ' fairSharing: live (absent), fairgpu '
+                '{"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}']
+
+    check = playbook("../tests/integration/kueue_chart.yml", "--diff", "-e", json.dumps(CHART), check=True)
+    assert check.rc == 0, check.messages()
+    assert drift_lines(check, "(would repair)") == expected
+    assert not any("Install the Kueue chart" in t for t in check.changed_tasks()), "helm saw nothing"
+    assert "fairSharing" not in yaml.safe_load(core.read_namespaced_config_map(
+        objects["config_map"], NAMESPACE).data["controller_manager_config.yaml"]), "--check changed nothing"
+
+    repair = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(CHART))
+    assert repair.rc == 0, repair.messages()
+    assert drift_lines(repair, "(repaired)") == expected
+    live = yaml.safe_load(core.read_namespaced_config_map(objects["config_map"], NAMESPACE)
+                          .data["controller_manager_config.yaml"])
+    assert live == record["configuration"]
+    restarted = apps.read_namespaced_deployment(objects["deployment"], NAMESPACE).spec.template.metadata
+    assert "kubectl.kubernetes.io/restartedAt" in (restarted.annotations or {})
+    assert (restarted.annotations or {}) != (template.annotations or {}), "a new pod template: the pods restart"
+
+
 def test_second_run_changes_nothing(chart):
     run = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(CHART), timeout=900)
     assert run.rc == 0, run.messages()

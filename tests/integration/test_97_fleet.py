@@ -5,6 +5,7 @@ provider existing whose kubeconfig points at a closed port. Run by `make test-fl
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -107,22 +108,33 @@ def test_rollout_goes_canary_first_and_the_report_lists_every_cluster(report_dir
         assert len(nodes) == (2 if host == "fleet-a" else 1), host
 
 
-def test_drift_check_lists_what_differs_per_cluster(tmp_path, report_dir):
-    """site.yml --check --diff over the fleet after fleet-b's inventory changed: only fleet-b would change."""
-    inventory = one_file_inventory(tmp_path, list(FLEET), None)
+def test_drift_check_lists_what_differs_per_cluster(tmp_path, report_dir, broken):
+    """site.yml --check --diff over the fleet after fleet-b's inventory changed, with a canary whose API server does
+    not answer: every cluster is checked all the same (a roll-out would stop at that canary), the canary is "not
+    checked" with the reason, and only fleet-b would change."""
+    inventory = one_file_inventory(tmp_path, ["broken"] + list(FLEET), broken)
     data = yaml.safe_load(inventory.read_text())
     data["gpu_clusters"]["hosts"]["fleet-b"]["tenants_list"][1]["gpus"] = 1
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    run = fleet_playbook("site.yml", report_dir, "--check", "--diff", "-e", json.dumps({"fleet_serial": 0}),
-                         inventory=inventory)
-    assert run.rc == 0, run.messages()
+    run = fleet_playbook("site.yml", report_dir, "--check", "--diff", "-e",
+                         json.dumps({"fleet_serial": [1, "100%"], "fleet_max_fail_percentage": 0}), inventory=inventory)
+    assert run.rc != 0, "the canary failed"
+    assert play_hosts(run, ROLL_OUT) == [["broken"] + list(FLEET)], "one batch: every cluster checked"
     rows = report(report_dir)
+    assert "cluster_kubeconfig: the API server of %s" % broken["cluster_kubeconfig"] in rows["broken"]["not_checked"]
+    assert all(rows[h]["not_checked"] is None and rows[h]["failure"] is None for h in FLEET), "all checked"
     assert rows["fleet-a"]["changed"] == [] and rows["fleet-c"]["changed"] == [], "as the inventory says"
     assert rows["fleet-b"]["check_mode"] and any("tenants" in task for task in rows["fleet-b"]["changed"])
+    lines = [line for play in run.result["plays"] for task in play["tasks"]
+             if "Say what differed from fairgpu's tenants" in task["task"]["name"]
+             for host, result in task["hosts"].items() if not result.get("skipped") for line in result["msg"]]
+    assert [line for line in lines if re.match(r'ClusterQueue/product spec\.resourceGroups\[0\]\..*'
+                                               r'\[name=nvidia\.com/gpu\]\.nominalQuota: live "?2"?, fairgpu "?1"?$', line)], lines
     markdown = open(os.path.join(str(report_dir), "report.md")).read()
     assert "| fleet-a | kwok | kueue | v0.19.2 | team-a 8 nvidia.com/gpu, team-b 8 nvidia.com/gpu | nothing |" in markdown
     assert "| fleet-b | kwok | kueue | v0.19.2 | research 4 nvidia.com/gpu, product 1 nvidia.com/gpu" in markdown
     assert "would change" in markdown
+    assert "| broken | existing |" in markdown and "| not checked |" in markdown
     # Kept for the README's sample of a fleet report.
     os.makedirs(os.path.join(ROOT, "results", "fleet-embedded"), exist_ok=True)
     with open(os.path.join(ROOT, "results", "fleet-embedded", "drift-report.md"), "w") as handle:

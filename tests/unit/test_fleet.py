@@ -248,3 +248,65 @@ def test_site_refuses_two_existing_hosts_that_reach_one_api_server(tmp_path):
     assert run.returncode != 0
     assert "hosts prod-eu and prod-eu-again: both reach the cluster https://prod.example:6443" in out, out[-3000:]
     assert "PLAY [Set up multi-tenant GPU scheduling]" not in run.stdout
+
+
+def closed_port_kubeconfig(path, port):
+    """A kubeconfig whose API server is a closed loopback port (nothing listens on 127.0.0.1:<port>)."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "closed",
+        "clusters": [{"name": "closed", "cluster": {"server": "https://127.0.0.1:%d" % port,
+                                                    "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "closed", "context": {"cluster": "closed", "user": "closed"}}],
+        "users": [{"name": "closed", "user": {"token": "x"}}]}))
+    return str(path)
+
+
+def test_the_drift_check_checks_every_cluster_and_names_those_not_checked(tmp_path):
+    """site.yml --check over three existing clusters: the canary's API server does not answer, the second's
+    kubeconfig is not there, the third's API server does not answer either. Every one is tried (not stopped at the
+    canary, as a roll-out is), and each row says "not checked" with its reason, never "nothing"."""
+    inventory = {"gpu_clusters": {"vars": LOCAL, "hosts": {
+        "canary": {"cluster_provider": "existing", "cluster_api_timeout": 2,
+                   "cluster_kubeconfig": closed_port_kubeconfig(tmp_path / "canary.yaml", 1)},
+        "lost": {"cluster_provider": "existing", "cluster_api_timeout": 2,
+                 "cluster_kubeconfig": str(tmp_path / "no-such-kubeconfig.yaml")},
+        "other": {"cluster_provider": "existing", "cluster_api_timeout": 2,
+                  "cluster_kubeconfig": closed_port_kubeconfig(tmp_path / "other.yaml", 9)}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    environment = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                       FAIRGPU_FLEET_REPORT_DIR=str(tmp_path / "fleet"), HOME=str(tmp_path))
+    base = [PLAYBOOK, "-i", str(tmp_path / "hosts.yml"), os.path.join(ROOT, "playbooks", "site.yml"),
+            "-e", json.dumps({"fleet_serial": [1, "100%"], "fleet_max_fail_percentage": 0})]
+    run = subprocess.run(base + ["--check", "--diff"], capture_output=True, text=True, env=environment, cwd=ROOT,
+                         check=False, timeout=300)
+    assert run.returncode != 0
+    report = json.loads((tmp_path / "fleet" / "report.json").read_text())["hosts"]
+    assert sorted(report) == ["canary", "lost", "other"]
+    for host in ("canary", "other"):
+        assert report[host]["check_mode"] and report[host]["not_checked"].startswith(
+            "fairgpu.tenancy.cluster : "), report[host]
+        assert "cluster_kubeconfig: the API server of %s" % inventory["gpu_clusters"]["hosts"][host][
+            "cluster_kubeconfig"] in report[host]["not_checked"], report[host]
+    assert "no-such-kubeconfig.yaml" in report["lost"]["not_checked"], report["lost"]
+    markdown = (tmp_path / "fleet" / "report.md").read_text()
+    assert "Not checked (--check): canary, lost, other." in markdown
+    assert "| nothing |" not in markdown
+    assert markdown.count("| not checked | not run | fairgpu.tenancy.") == 3
+    # The same fleet rolled out for real stops at the canary: the other two are never reached.
+    run = subprocess.run(base, capture_output=True, text=True, env=environment, cwd=ROOT, check=False, timeout=300)
+    assert run.returncode != 0
+    report = json.loads((tmp_path / "fleet" / "report.json").read_text())["hosts"]
+    assert report["other"]["failure"]["task"] == "(not reached)" and report["other"]["not_checked"] is None
+
+
+def test_a_cluster_the_drift_check_did_not_check_is_never_nothing():
+    hosts = {"a": {"changed": [], "check_mode": True, "not_checked": None, "failure": None},
+             "b": {"changed": [], "check_mode": True, "failure": {"task": "Connect", "message": "refused"},
+                   "not_checked": fleet.not_checked_reason({"task": "Connect", "message": "refused"})},
+             "c": {"changed": [], "check_mode": False, "failure": {"task": "Connect", "message": "refused"},
+                   "not_checked": None}}
+    rows = dict((row["cluster"], row) for row in fleet.report_rows(hosts))
+    assert (rows["a"]["changed"], rows["b"]["changed"], rows["c"]["changed"]) == ("nothing", "not checked", "nothing")
+    assert rows["b"]["failure"] == "Connect: refused"
+    assert "Not checked (--check): b." in fleet.report_markdown(hosts, "site.yml", "now")
+    assert fleet.not_checked_reason(None) is None

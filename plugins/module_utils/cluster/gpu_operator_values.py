@@ -127,3 +127,42 @@ def values_errors(values):
                 "CDI on, or set devicePlugin.env %s=volume-mounts and toolkit.env %s=true"
                 % (DEVICE_LIST_STRATEGY, ACCEPT_VOLUME_MOUNTS))
     return errors
+
+
+# The ClusterPolicy fields the chart writes from the values fairgpu sets (deployments/gpu-operator/templates/
+# clusterpolicy.yaml: ``mig.strategy``, ``migManager.enabled`` and ``toolkit.env`` are written under ``spec`` with
+# the values' own names, read on NVIDIA/gpu-operator's template at commit 01549ba; ``cdi.enabled``,
+# ``migManager.config`` and ``dcgmExporter.enabled`` follow the same rule in the v25.10.x template, not read here).
+# The chart names its one ClusterPolicy ``cluster-policy``.
+CLUSTER_POLICY_NAME = "cluster-policy"
+CLUSTER_POLICY_FIELDS = (("cdi", "enabled"), ("toolkit", "env"), ("mig", "strategy"), ("migManager", "enabled"),
+                         ("migManager", "config", "name"), ("migManager", "config", "default"),
+                         ("dcgmExporter", "enabled"))
+
+
+def cluster_policy_fields(role_values, helm_values=None):
+    """The ClusterPolicy (``nvidia.com/v1``, named CLUSTER_POLICY_NAME) with only the spec fields fairgpu sets: the
+    CLUSTER_POLICY_FIELDS that ``role_values`` (the role's own chart values, gpu_operator_chart_values) has, with
+    the value helm gets (``helm_values``, the role's values with gpu_operator_extra_values merged over them; the
+    role's when None). ``toolkit.env`` keeps only the entries of the names the role sets, at the value that wins
+    (the last of a name, :func:`effective_env`). For the drift check (plugins/module_utils/common/drift.py): the
+    other fields of the ClusterPolicy are the platform team's."""
+    helm_values = role_values if helm_values is None else helm_values
+    spec = {}
+    for field in CLUSTER_POLICY_FIELDS:
+        role, value = role_values, helm_values
+        for key in field:
+            role = role.get(key) if isinstance(role, dict) else None
+            value = value.get(key) if isinstance(value, dict) else None
+        if role is None or value is None:
+            continue
+        if field == ("toolkit", "env"):
+            names = [item.get("name") for item in role if isinstance(item, dict)]
+            last = dict((item.get("name"), item) for item in value if isinstance(item, dict))
+            value = [{"name": name, "value": str(last[name].get("value", ""))} for name in names if name in last]
+        target = spec
+        for key in field[:-1]:
+            target = target.setdefault(key, {})
+        target[field[-1]] = value
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": CLUSTER_POLICY_NAME},
+            "spec": spec}

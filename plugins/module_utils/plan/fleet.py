@@ -167,10 +167,20 @@ def fleet_errors(members):
 RESULT_COLUMNS = ("cluster", "provider", "path", "kueue", "tenants", "changed", "validation", "failure", "last run")
 
 
+def not_checked_reason(failure):
+    """Why a cluster of a drift check (a run under --check) was not checked, from its ``failure`` (``{"task",
+    "message"}`` or None): ``"<task>: <message>"``, or None when it was checked (no failure)."""
+    if not failure:
+        return None
+    return "%s: %s" % (failure.get("task") or "?", failure.get("message") or "failed")
+
+
 def report_rows(hosts):
     """The fleet report's rows, one per inventory host in name order: ``{column: text}`` over RESULT_COLUMNS.
     ``hosts``: ``{host: {"provider", "path", "kueue_version", "tenants": ["<tenant> <devices> <resource>"],
-    "changed": [task names], "check_mode": bool, "failure": {"task", "message"} | None (the last site.yml,
+    "changed": [task names], "check_mode": bool, "not_checked": reason | None (under --check, a cluster whose run
+    failed or stopped: its "changed" says "not checked", never "nothing", and "failure" why), "failure": {"task", "message"}
+    | None (the last site.yml,
     tenants.yml or teardown.yml run), "validation": "passed" | "failed" | "not run", "report": path,
     "validation_failure": {"task", "message"} | None (the last validate.yml run), "last_run": text}}``."""
     rows = []
@@ -183,7 +193,8 @@ def report_rows(hosts):
         rows.append({
             "cluster": host, "provider": data.get("provider") or "", "path": data.get("path") or "",
             "kueue": data.get("kueue_version") or "", "tenants": tenants,
-            "changed": ("%s %d: %s" % (verb, len(changed), "; ".join(changed))) if changed else "nothing",
+            "changed": "not checked" if data.get("check_mode") and data.get("not_checked")
+            else ("%s %d: %s" % (verb, len(changed), "; ".join(changed))) if changed else "nothing",
             "validation": data.get("validation") or "not run",
             "failure": ("%s: %s" % (failure["task"], failure["message"])) if failure else "",
             "last run": data.get("last_run") or "",
@@ -199,9 +210,11 @@ def report_markdown(hosts, playbook, when):
     """The fleet report as Markdown: a heading with the playbook and time, the table of ``report_rows``."""
     rows = report_rows(hosts)
     failed = [row["cluster"] for row in rows if row["failure"] or row["validation"] == "failed"]
+    unchecked = [host for host in sorted(hosts) if hosts[host].get("check_mode") and hosts[host].get("not_checked")]
     lines = ["# fairgpu fleet report", "",
-             "Last playbook: `%s` at %s. Clusters: %d; with a failure: %s." % (
-                 playbook, when, len(rows), ", ".join(failed) if failed else "none"), "",
+             "Last playbook: `%s` at %s. Clusters: %d; with a failure: %s.%s" % (
+                 playbook, when, len(rows), ", ".join(failed) if failed else "none",
+                 (" Not checked (--check): %s." % ", ".join(unchecked)) if unchecked else ""), "",
              "| " + " | ".join(RESULT_COLUMNS) + " |", "|" + "---|" * len(RESULT_COLUMNS)]
     lines.extend("| " + " | ".join(_cell(row[column]) for column in RESULT_COLUMNS) + " |" for row in rows)
     return "\n".join(lines) + "\n"
