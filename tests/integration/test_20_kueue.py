@@ -120,7 +120,8 @@ def quota_manager(cq):
 
 def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said(kueue):
     """A platform engineer's 2 a.m. edits: fair sharing taken out of the Configuration file the local Kueue reads,
-    team-a's guarantee raised to 12 GPUs with another field manager (Kueue's webhook refuses one below its lendingLimit of 8) (a JSON patch as kubectl edit sends one)."""
+    team-a's guarantee raised to 12 GPUs with another field manager (a JSON patch as kubectl edit sends one; Kueue's
+    webhook refuses a guarantee below its lendingLimit of 8)."""
     config_path = os.path.join(KUEUE_DIR, "config.yaml")
     with open(config_path) as handle:
         config = yaml.safe_load(handle)
