@@ -207,4 +207,3 @@ def gpu_node(name, product=None, gpus=0):
                          "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
                                     "kubernetes.io/os": "linux", "type": "kwok"}},
             "status": {"allocatable": resources, "capacity": resources, "phase": "Running"}}
-

@@ -180,7 +180,7 @@ def applied(cluster):
     workdir = VARS["validate_results_dir"]  # the operator's log and each generated configuration, for a reader
     os.makedirs(workdir, exist_ok=True)
     operator = promop.Operator(tools["binaries"]["prometheus-operator"], KUBECONFIG, OPERATOR_LISTEN, workdir,
-                              (MONITORING_NS, KUEUE_NS, DCGM_NS))
+                               (MONITORING_NS, KUEUE_NS, DCGM_NS))
     try:
         yield {"api": api, "first": first, "second": second, "operator": operator, "token": token,
                "workdir": workdir, "tools": tools}

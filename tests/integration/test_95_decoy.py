@@ -34,7 +34,8 @@ import time
 import pytest
 import yaml
 
-from by_hand import (BIN, KwokCluster, apply, cluster_objects, fingerprint, gpu_node, identity, kubectl, kubectl_json, kueue_ready, listening_ports, processes, processes_of, run)
+from by_hand import (BIN, KwokCluster, apply, cluster_objects, fingerprint, gpu_node, identity, kubectl, kubectl_json,
+                     kueue_ready, listening_ports, processes, processes_of, run)
 from conftest import ROOT, PlaybookRun, wait_until
 
 DECOY = "fairgpu-decoy"
@@ -90,7 +91,6 @@ def user_kubeconfig(path, decoy, target):
         yaml.safe_dump(config, handle)
     os.chmod(path, 0o600)
     return path
-
 
 
 def helm_release_secret(name, namespace, chart, version, values):
