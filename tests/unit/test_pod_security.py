@@ -46,7 +46,8 @@ def test_local_modes_run_no_pods_and_are_labelled_restricted():
     rows = psa.rows({"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"},
                     {"gpu_operator": "gpu-operator", "kueue": "kueue-system", "monitoring": "fairgpu-monitoring"})
     assert [(r["namespace"], r["needs"], r["label"]) for r in rows] == [
-        ("kueue-system", None, "restricted"), ("fairgpu-monitoring", None, "restricted")]
+        ("gpu-operator", None, "restricted"), ("kueue-system", None, "restricted"),
+        ("fairgpu-monitoring", None, "restricted")]
     # A Prometheus Operator already there: fairgpu's objects only, no node-exporter.
     assert psa.policy("monitoring", "helm", install_chart=False)["needs"] is None
     assert psa.policy("monitoring", "helm", install_chart="false")["needs"] is None
@@ -163,10 +164,12 @@ def test_a_probe_failing_for_another_reason_says_so():
 def test_no_pods_no_probe():
     rows = psa.rows({"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"},
                     {"gpu_operator": "g", "kueue": "kueue-system", "monitoring": "m"})
-    result = psa.plan(rows, {"kueue-system": ns("kueue-system"), "m": ns("m", {"pod-security.kubernetes.io/enforce": "restricted"})})
+    result = psa.plan(rows, {"g": ns("g"), "kueue-system": ns("kueue-system"),
+                             "m": ns("m", {"pod-security.kubernetes.io/enforce": "restricted"})})
     del result["lines"]
     assert result == {"errors": [], "probe": [],
-                      "namespaces": {"kueue-system": {"action": "keep", "labels": {}, "level": None, "source": None},
+                      "namespaces": {"g": {"action": "keep", "labels": {}, "level": None, "source": None},
+                                     "kueue-system": {"action": "keep", "labels": {}, "level": None, "source": None},
                                      "m": {"action": "keep", "labels": {}, "level": "restricted", "source": "label"}}}
 
 

@@ -62,6 +62,13 @@ LEVELS = {
                              "exporter, MIG manager, NFD worker: privileged containers, hostPath volumes)",
                      "source": "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/"
                                "getting-started.html#pod-security-admission"},
+    # The simulated GPU operator runs on this machine; its namespace holds what the real one's would for fairgpu:
+    # the MIG manager's configuration (roles/mig_config) and, in monitoring's helm mode, the DCGM exporter's
+    # ServiceMonitor and GPU rules (plugins/module_utils/monitoring/placement.py), as the real operator's does.
+    "gpu_operator_simulated": {"needs": None, "label": "restricted",
+                               "what": "no pod (the simulated GPU operator runs on this machine; the MIG manager's "
+                                       "ConfigMaps and the DCGM exporter's monitoring objects)",
+                               "source": "roles/gpu_operator/tasks/simulated.yml"},
     "monitoring_chart": {"needs": "privileged", "label": "privileged",
                          "what": "kube-prometheus-stack's node-exporter (hostNetwork, hostPID, a hostPath volume of /)",
                          "source": "prometheus-community/helm-charts charts/prometheus-node-exporter/values.yaml, "
@@ -94,11 +101,8 @@ def policy(component, mode, install_chart=True, kueue_values=None):
     ``kueue_extra_values``, where ``controllerManager.hostNetwork: true`` puts Kueue's controller pod on the host's
     network (charts/kueue values.yaml and templates/manager/manager.yaml of the pinned Kueue), which baseline and
     restricted refuse ("Host Namespaces"), so the namespace needs privileged. Returns ``{"component", "needs",
-    "label", "what", "source"}``, or None where the component installs nothing into a namespace
-    (``gpu_operator`` simulated)."""
-    if component == "gpu_operator" and mode != "helm":
-        return None
-    key = component
+    "label", "what", "source"}``."""
+    key = "gpu_operator_simulated" if component == "gpu_operator" and mode != "helm" else component
     if mode == "helm" and (component != "monitoring" or _truthy(install_chart)):
         key = CHART_COMPONENTS[component]
     row = dict(LEVELS[key])
@@ -112,8 +116,7 @@ def policy(component, mode, install_chart=True, kueue_values=None):
 
 def rows(modes, namespaces, install_chart=True, kueue_values=None):
     """The ``policy`` rows of a run, each with its ``namespace``: ``modes`` and ``namespaces`` as
-    ``run_settings`` has them (``{"gpu_operator", "kueue", "monitoring"}``). Sorted by component; components
-    that create no namespace are left out."""
+    ``run_settings`` has them (``{"gpu_operator", "kueue", "monitoring"}``). Sorted by component."""
     result = []
     for component in ("gpu_operator", "kueue", "monitoring"):
         row = policy(component, (modes or {}).get(component), install_chart, kueue_values)
