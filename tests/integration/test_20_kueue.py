@@ -59,7 +59,8 @@ def test_a_changed_configuration_restarts_the_local_kueue(kueue):
     assert run.rc == 0, run.messages()
     restarted = [t for t in run.changed_tasks() if "Kueue" in t]
     assert [t.split(" : ", 1)[-1] for t in restarted] == [
-        "Write Kueue's configuration", "Write the Kueue process's command line",
+        "Write Kueue's configuration", "Say what differed in Kueue's Configuration (repaired)",
+        "Write the Kueue process's command line",
         "Stop the local Kueue controller", "Start the Kueue controller, logging to kueue.log in %s" % workdir], restarted
     after, args = _kueue_process(workdir)
     assert after != before
