@@ -68,7 +68,7 @@ LEVELS = {
     "gpu_operator_simulated": {"needs": None, "label": "restricted",
                                "what": "no pod (the simulated GPU operator runs on this machine; the MIG manager's "
                                        "ConfigMaps and the DCGM exporter's monitoring objects)",
-                               "source": "roles/gpu_operator/tasks/simulated.yml"},
+                               "source": "roles/monitoring/tasks/helm.yml (the DCGM exporter's namespace)"},
     "monitoring_chart": {"needs": "privileged", "label": "privileged",
                          "what": "kube-prometheus-stack's node-exporter (hostNetwork, hostPID, a hostPath volume of /)",
                          "source": "prometheus-community/helm-charts charts/prometheus-node-exporter/values.yaml, "
