@@ -225,8 +225,9 @@ def keep_rules(job):
 
 def test_the_role_applies_server_side_and_a_second_run_changes_nothing(applied):
     changed = applied["first"].changed_tasks()
+    # The monitoring namespace is the platform team's here (the fixture made it, where their Prometheus runs):
+    # fairgpu keeps its labels, so only its objects change.
     assert [t.split(" : ", 1)[-1] for t in changed] == [
-        "Create or label the monitoring namespace with its Pod Security level %s" % MONITORING_NS,
         "Apply fairgpu's Kueue metrics reader (ServiceAccount, RBAC, token Secret), ServiceMonitors, PrometheusRule "
         "and dashboard ConfigMap"], changed
     assert applied["second"].changed_tasks() == [], applied["second"].changed_tasks()
