@@ -24,6 +24,9 @@ description:
     fill one page. The columns C(changed) and C(failure) are those of the last C(site.yml), C(tenants.yml) or
     C(teardown.yml) run; C(validation) that of the last C(validate.yml) run; the run role's C(run_playbook) says
     which playbook ran (the file name when the run stopped before it), so a playbook that imports one counts as it.
+  - Runs at once (two people, C(make test)'s two lanes) take turns on the report - an exclusive lock on
+    C(report.lock) in O(results_dir) while one reads, updates and writes it, each file written whole and renamed into
+    place - so no run reads a half-written report or drops the rows another run just wrote.
   - Under C(--check) (the drift check) a cluster whose run failed or never finished (an API server that does not
     answer, a bad kubeconfig) is reported C(not checked) with the reason, not C(nothing), since its C(changed) is no
     answer. C(site.yml --check) checks every cluster in one batch, and one failure stops no other.
@@ -45,8 +48,10 @@ options:
 """
 
 import datetime
+import fcntl
 import json
 import os
+import tempfile
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
@@ -61,6 +66,20 @@ NOT_FINISHED = {"task": "(not reached)", "message": "the roll-out stopped before
 # Tasks that only bookkeep.
 QUIET_ACTIONS = ("ansible.builtin.set_fact", "set_fact", "ansible.builtin.set_stats", "set_stats")
 MESSAGE_LIMIT = 600
+
+
+def _replace(path, text):
+    """Write ``text`` to ``path`` through a temporary file in its directory renamed over it (atomic on POSIX)."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".%s." % os.path.basename(path))
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def _message(result):
@@ -109,6 +128,22 @@ class CallbackModule(CallbackBase):
         if not hosts:
             return
         directory = os.path.abspath(os.path.expanduser(self.get_option("results_dir")))
+        # Several runs at once (make test's two lanes, a person's run beside a scheduled one) each read, update and
+        # write the report: under an exclusive lock on report.lock, writing through a temporary file renamed into
+        # place, so that no run reads another's half-written file or writes over the rows another just wrote.
+        try:
+            if not os.path.isdir(directory):
+                os.makedirs(directory)
+            with open(os.path.join(directory, "report.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self._update_report(directory, hosts, stats)
+        except (IOError, OSError) as exc:
+            self._display.warning("fleet report: cannot write %s: %s" % (directory, exc))
+            return
+        self._display.display("Fleet report: %s" % os.path.join(directory, "report.md"), stderr=True)
+
+    def _update_report(self, directory, hosts, stats):
+        """Read report.json in ``directory``, update the rows of ``hosts`` from this run, write it and report.md."""
         path = os.path.join(directory, "report.json")
         try:
             with open(path) as handle:
@@ -143,14 +178,5 @@ class CallbackModule(CallbackBase):
             row["last_run"] = "%s%s at %s" % (self._playbook, " --check" if check_mode else "", when)
         report.update({"playbook": self._playbook, "time": when})
         markdown = fleet.report_markdown(report["hosts"], self._playbook, when)
-        try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory)
-            with open(path, "w") as handle:
-                json.dump(report, handle, indent=2, sort_keys=True)
-            with open(os.path.join(directory, "report.md"), "w") as handle:
-                handle.write(markdown)
-        except (IOError, OSError) as exc:
-            self._display.warning("fleet report: cannot write %s: %s" % (directory, exc))
-            return
-        self._display.display("Fleet report: %s" % os.path.join(directory, "report.md"), stderr=True)
+        _replace(path, json.dumps(report, indent=2, sort_keys=True))
+        _replace(os.path.join(directory, "report.md"), markdown)

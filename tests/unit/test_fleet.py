@@ -2,10 +2,12 @@
 fleet report callback on a real ansible-playbook run, and site.yml's check play refusing a fleet whose hosts
 collide before any cluster is touched."""
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -180,6 +182,40 @@ def test_the_fleet_report_callback_on_a_real_run(tmp_path):
     markdown = (tmp_path / "fleet" / "report.md").read_text()
     assert "| east | kwok | kueue | v0.19.2 | team-a 4 nvidia.com/gpu | would change 1: Write the queues |" in markdown
     assert "Reach the API server: Connection refused" in markdown, "west's row is kept from the earlier run"
+
+
+def test_the_fleet_report_waits_for_another_run_and_keeps_its_rows(tmp_path):
+    """Two runs at once (make test's two lanes) share results/fleet: a run holding report.lock keeps the next one's
+    update waiting, and the next one reads the report only then, so the rows the first one wrote stay."""
+    inventory = {"gpu_clusters": {"vars": LOCAL, "hosts": {"east": {}}}}
+    plays = [{"hosts": "gpu_clusters", "gather_facts": False, "tasks": [
+        {"name": "Publish", "ansible.builtin.set_stats": {"per_host": True, "data": {"fairgpu": {
+            "provider": "kwok", "run_playbook": "site", "completed": True}}}},
+        {"name": "Say the tasks are done", "ansible.builtin.file": {"path": str(tmp_path / "tasks-done"),
+                                                                   "state": "touch"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(plays))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "fleet").mkdir()
+    environment = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                       ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".collections"),
+                       FAIRGPU_FLEET_REPORT_DIR=str(tmp_path / "fleet"))
+    with open(tmp_path / "fleet" / "report.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = subprocess.Popen([PLAYBOOK, "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment, cwd=ROOT)
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "tasks-done").exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        assert run.poll() is None, "the run wrote its report without waiting for report.lock: %s" % run.communicate()[1]
+        assert not (tmp_path / "fleet" / "report.json").exists()
+        # What the other run writes while it holds the lock.
+        (tmp_path / "fleet" / "report.json").write_text(json.dumps({"hosts": {"west": {"provider": "existing"}}}))
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    report = json.loads((tmp_path / "fleet" / "report.json").read_text())
+    assert sorted(report["hosts"]) == ["east", "west"] and report["hosts"]["west"] == {"provider": "existing"}
+    assert sorted(os.listdir(tmp_path / "fleet")) == ["report.json", "report.lock", "report.md"], "no temporary left"
 
 
 def fleet_inventory(**overrides):
