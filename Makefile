@@ -12,11 +12,11 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
-	@echo "make test       unit tests, lint, integration tests on embedded clusters, molecule's default scenario"
+	@echo "make test       unit tests, lint, integration tests on embedded clusters, molecule's default scenario: two lanes at once (logs in results/tests/)"
 	@echo "make molecule-mig molecule test -s mig (path mig on a cluster of its own, about 6 min)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
@@ -59,7 +59,12 @@ validate: setup
 teardown: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml
 
-test: setup toolchain unit lint rules integration molecule
+# make test runs two lanes at once (tests/lanes.py; docs: Tests): the shared cluster's integration tests, then
+# molecule's default scenario; beside them the unit tests, lint and promtool, then the integration files that bring
+# an embedded cluster of their own (marked own_cluster). Each lane stops at its first failure, the other goes on.
+TEST_LANES := "integration-shared molecule" "unit lint rules integration-own"
+test: setup toolchain toolchain-prometheus-operator
+	$(BIN)/python tests/lanes.py $(TEST_LANES)
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit
@@ -85,8 +90,18 @@ rules: setup
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 # --durations: the slowest tests with their times, so a CI log shows where its minutes went (README: Tests).
+# No cache provider: the two lanes' pytest processes would write one .pytest_cache at once.
+# integration runs both halves at once, as make test does; integration-shared and integration-own run one each.
+INTEGRATION := $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests/integration \
+  --ignore=tests/integration/test_97_fleet.py
 integration: setup toolchain toolchain-prometheus-operator
-	$(BIN)/python -m pytest -q --durations=25 tests/integration --ignore=tests/integration/test_97_fleet.py
+	$(BIN)/python tests/lanes.py integration-shared integration-own
+
+integration-shared: setup toolchain
+	$(INTEGRATION) -m "not own_cluster"
+
+integration-own: setup toolchain toolchain-prometheus-operator
+	$(INTEGRATION) -m own_cluster
 
 test-fleet: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py

@@ -25,8 +25,16 @@ KWOK_WORKDIR = os.path.expanduser("~/.local/share/fairgpu/kwok")
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CLUSTER, "kubeconfig.yaml")
 
 
+# make test runs the files marked own_cluster (each brings an embedded cluster of its own, with its own name, ports
+# and state directory) in one lane and the rest, on the shared cluster CLUSTER, in the other, at the same time
+# (tests/lanes.py; docs: Tests). A file that starts a cluster of its own carries the mark.
+OWN_CLUSTER = "own_cluster"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "fleet: the fleet's runs on three embedded clusters (make test-fleet)")
+    config.addinivalue_line("markers", OWN_CLUSTER + ": the file brings an embedded cluster of its own and never uses "
+                                       "the shared one (make test runs these beside the shared cluster's tests)")
 
 
 class PlaybookRun:
@@ -100,8 +108,15 @@ def loopback_only(request):
 
 
 @pytest.fixture(scope="session")
-def cluster():
-    """site.yml on a fresh embedded cluster; yields the kubernetes ApiClient. Tears the cluster down after."""
+def cluster(request):
+    """site.yml on a fresh embedded cluster; yields the kubernetes ApiClient. Tears the cluster down after.
+
+    Refused in the lane of the files with clusters of their own (``-m own_cluster``): a second shared cluster
+    there would be made beside the other lane's, under the same name and ports."""
+    if (request.config.option.markexpr or "").strip() == OWN_CLUSTER:
+        pytest.fail("the shared cluster %s was asked for in the %s lane: a test of a file marked %s uses it; "
+                    "take the mark off that file, or give the test a cluster of its own"
+                    % (CLUSTER, OWN_CLUSTER, OWN_CLUSTER), pytrace=False)
     run = playbook("site.yml")
     assert run.rc == 0, run.messages()
     api = k8s_config.new_client_from_config(config_file=KUBECONFIG)

@@ -24,6 +24,8 @@ from kubernetes.client.rest import ApiException
 
 from conftest import KWOK_WORKDIR, ROOT, playbook
 
+pytestmark = pytest.mark.own_cluster
+
 PLAYBOOK = "../tests/integration/pod_security.yml"
 NAME = "fairgpu-it-psa"
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")

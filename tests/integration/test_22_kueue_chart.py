@@ -26,6 +26,8 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import helm_release
 from conftest import KWOK_WORKDIR, ROOT, VARS, playbook, wait_until
 
+pytestmark = pytest.mark.own_cluster
+
 RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
 CHART = {
     "cluster_name": "fairgpu-it-kueue-helm",

@@ -15,6 +15,8 @@ from kubernetes import config as k8s_config
 
 from conftest import KWOK_WORKDIR, ROOT, load_job, playbook, wait_until
 
+pytestmark = pytest.mark.own_cluster
+
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 SKU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}

@@ -43,6 +43,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import 
 import promop
 from conftest import KWOK_WORKDIR, ROOT, playbook, wait_until
 
+pytestmark = pytest.mark.own_cluster
+
 PLAYBOOK = "../tests/integration/prometheus_operator.yml"
 NAME = "fairgpu-it-promop"
 MONITORING_NS, KUEUE_NS, DCGM_NS = "fairgpu-monitoring", "kueue-system", "gpu-operator"

@@ -38,6 +38,8 @@ from by_hand import (BIN, KwokCluster, apply, cluster_objects, fingerprint, gpu_
                      kueue_ready, listening_ports, processes, processes_of, run)
 from conftest import ROOT, PlaybookRun, wait_until
 
+pytestmark = pytest.mark.own_cluster
+
 DECOY = "fairgpu-decoy"
 TARGET = "fairgpu-it-existing"
 # The target's context in the user's kubeconfig: a name of the platform team's, not kwokctl's kwok-<name>.

@@ -40,6 +40,8 @@ import sockets
 from by_hand import RESTLESS, KwokCluster, apply, cluster_objects, gpu_node, kubectl, kubectl_json, run
 from conftest import ROOT, PlaybookRun
 
+pytestmark = pytest.mark.own_cluster
+
 NAME = "fairgpu-it-platform"
 FIRST_PORT = 22200
 HOST = "platform"

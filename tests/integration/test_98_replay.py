@@ -33,8 +33,9 @@ REPLAY = {
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", REPLAY["cluster_name"], "kubeconfig.yaml")
 NAMESPACES = ["tenant-0", "tenant-1", "tenant-2"]
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(TRACE_DIR, "alibaba-gpu-v2023")),
-                                reason="the trace is not here (FAIRGPU_TRACE_DIR)")
+pytestmark = [pytest.mark.own_cluster,
+              pytest.mark.skipif(not os.path.isdir(os.path.join(TRACE_DIR, "alibaba-gpu-v2023")),
+                                 reason="the trace is not here (FAIRGPU_TRACE_DIR)")]
 
 
 @pytest.fixture(scope="module")
