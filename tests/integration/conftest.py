@@ -56,6 +56,13 @@ class PlaybookRun:
         return [task["task"]["name"] for play in self.result.get("plays", []) for task in play["tasks"]
                 for host in task["hosts"].values() if host.get("changed")]
 
+    def drift_lines(self, words):
+        """What the run's drift reports said: the lines of the tasks "Say what differ..." whose name holds ``words``
+        ("would repair" under --check, "repaired" after a repair), in the order the run said them."""
+        return [line for play in self.result.get("plays", []) for task in play["tasks"]
+                if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
+                for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
+
     def messages(self):
         """Every failure message of the run, one string."""
         msgs = []

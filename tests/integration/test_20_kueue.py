@@ -100,13 +100,6 @@ def gpu_resource(cq):
     return next((i, r) for i, r in enumerate(resources) if r["name"] == "nvidia.com/gpu")
 
 
-def said(run, words):
-    """The lines of the drift reports ("Say what differ..." tasks) of a run whose task name contains ``words``."""
-    return [line for play in run.result.get("plays", []) for task in play["tasks"]
-            if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
-            for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
-
-
 def kueue_pid():
     with open(os.path.join(KUEUE_DIR, "kueue.pid")) as handle:
         return int(handle.read().strip())
@@ -144,19 +137,19 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
 
     check = playbook("site.yml", "--diff", check=True)
     assert check.rc == 0, check.messages()
-    assert said(check, "Kueue's Configuration (would repair)") == [
+    assert check.drift_lines("Kueue's Configuration (would repair)") == [
         config_path + ' fairSharing: live (absent), fairgpu '
         '{"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}']
     quota_line = ('ClusterQueue/team-a spec.resourceGroups[0].flavors[name=%s].resources[name=nvidia.com/gpu].'
                   'nominalQuota: live "12", fairgpu ' % edited["spec"]["resourceGroups"][0]["flavors"][0]["name"])
-    assert [line for line in said(check, "tenants (would repair)") if line.startswith(quota_line)], \
-        said(check, "tenants")
+    assert [line for line in check.drift_lines("tenants (would repair)") if line.startswith(quota_line)], \
+        check.drift_lines("tenants")
     assert "fairSharing" not in yaml.safe_load(open(config_path)) and kueue_pid() == pid, "--check changed nothing"
 
     repair = playbook("site.yml")
     assert repair.rc == 0, repair.messages()
-    assert said(repair, "Kueue's Configuration (repaired)") == said(check, "Kueue's Configuration (would repair)")
-    assert [line for line in said(repair, "tenants (repaired)") if line.startswith(quota_line)]
+    assert repair.drift_lines("Kueue's Configuration (repaired)") == check.drift_lines("Kueue's Configuration (would repair)")
+    assert [line for line in repair.drift_lines("tenants (repaired)") if line.startswith(quota_line)]
     assert "fairSharing" in yaml.safe_load(open(config_path))
     assert kueue_pid() != pid, "the local Kueue restarted to read its repaired Configuration"
     repaired = cluster_queue(kueue, "team-a")

@@ -274,12 +274,6 @@ def test_a_bad_local_chart_is_refused_before_the_release_changes(chart, which, t
     assert [s.metadata.labels["version"] for s in secrets] == ["1"]
 
 
-def drift_lines(run, words):
-    return [line for play in run.result.get("plays", []) for task in play["tasks"]
-            if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
-            for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
-
-
 def test_a_hand_edited_configmap_is_listed_repaired_and_kueue_restarted(chart):
     """Drift in mode helm (issue 25): fair sharing taken out of the chart's ConfigMap by hand. The helm task does not
     see it (the release's values did not change); --check --diff lists it, the next run writes fairgpu's
@@ -299,14 +293,14 @@ def test_a_hand_edited_configmap_is_listed_repaired_and_kueue_restarted(chart):
 
     check = playbook("../tests/integration/kueue_chart.yml", "--diff", "-e", json.dumps(CHART), check=True)
     assert check.rc == 0, check.messages()
-    assert drift_lines(check, "(would repair)") == expected
+    assert check.drift_lines("(would repair)") == expected
     assert not any("Install the Kueue chart" in t for t in check.changed_tasks()), "helm saw nothing"
     assert "fairSharing" not in yaml.safe_load(core.read_namespaced_config_map(
         objects["config_map"], NAMESPACE).data["controller_manager_config.yaml"]), "--check changed nothing"
 
     repair = playbook("../tests/integration/kueue_chart.yml", "-e", json.dumps(CHART))
     assert repair.rc == 0, repair.messages()
-    assert drift_lines(repair, "(repaired)") == expected
+    assert repair.drift_lines("(repaired)") == expected
     live = yaml.safe_load(core.read_namespaced_config_map(objects["config_map"], NAMESPACE)
                           .data["controller_manager_config.yaml"])
     assert live == record["configuration"]

@@ -250,13 +250,6 @@ def test_adopt_merge_keeps_their_values_and_a_second_run_changes_nothing(platfor
     platform["runs"]["merged"] = merged
 
 
-def drift_lines(run_, words):
-    """What the drift check said (tasks "Say what differ...", with "would repair" under --check, "repaired" after)."""
-    return [line for play in run_.result.get("plays", []) for task in play["tasks"]
-            if "Say what differ" in task["task"]["name"] and words in task["task"]["name"]
-            for host in task["hosts"].values() if not host.get("skipped") for line in host.get("msg") or []]
-
-
 def test_a_hand_edit_of_kueues_configuration_is_listed_then_repaired_with_a_restart(platform):
     """Fair sharing taken out of the release's ConfigMap at 2 a.m. (another field manager): --check --diff lists it
     and changes nothing; site.yml writes the adopted Configuration back, keeps their integrations, and restarts
@@ -276,14 +269,14 @@ def test_a_hand_edit_of_kueues_configuration_is_listed_then_repaired_with_a_rest
     check = platform["fairgpu"].site("--check", "--diff", kueue_adopt="merge",
                                      monitoring_enforced_cross_namespace_rules="omit")
     assert check.rc == 0, check.messages()
-    listed = drift_lines(check, "would repair")
+    listed = check.drift_lines("would repair")
     assert [line for line in listed if line.startswith(where)] and len(listed) == 1, listed
     assert "fairSharing" not in yaml.safe_load(core.read_namespaced_config_map(config_map, KUEUE_NS)
                                                .data["controller_manager_config.yaml"]), "--check changed nothing"
 
     repair = platform["fairgpu"].site(kueue_adopt="merge", monitoring_enforced_cross_namespace_rules="omit")
     assert repair.rc == 0, repair.messages()
-    assert drift_lines(repair, "repaired") == listed
+    assert repair.drift_lines("repaired") == listed
     assert yaml.safe_load(core.read_namespaced_config_map(config_map, KUEUE_NS)
                           .data["controller_manager_config.yaml"]) == adopted
     after = apps.read_namespaced_deployment(deployment, KUEUE_NS).spec.template.metadata.annotations or {}
