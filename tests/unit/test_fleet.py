@@ -191,8 +191,8 @@ def test_the_fleet_report_waits_for_another_run_and_keeps_its_rows(tmp_path):
     plays = [{"hosts": "gpu_clusters", "gather_facts": False, "tasks": [
         {"name": "Publish", "ansible.builtin.set_stats": {"per_host": True, "data": {"fairgpu": {
             "provider": "kwok", "run_playbook": "site", "completed": True}}}},
-        {"name": "Say the tasks are done", "ansible.builtin.file": {"path": str(tmp_path / "tasks-done"),
-                                                                   "state": "touch"}}]}]
+        {"name": "Say the tasks are done",
+         "ansible.builtin.file": {"path": str(tmp_path / "tasks-done"), "state": "touch"}}]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(plays))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "fleet").mkdir()
