@@ -4,7 +4,7 @@ playbook), and the time-to-guarantee of the flood test. The objects come from re
 builders the roles use, never from reading inventory files.
 
 Runs on a cluster of its own (fairgpu-bench, its own Kueue ports), which it creates and removes. Prints a
-Markdown table (median, min and max of several runs) for the README. Usage: make bench [BENCH_RUNS=5] [BENCH_VALIDATE=0 skips the flood scenarios]
+Markdown table (median, min and max of several runs) for docs/measurements.md. Usage: make bench [BENCH_RUNS=5] [BENCH_VALIDATE=0 skips the flood scenarios]
 """
 
 import json

@@ -98,8 +98,9 @@ def pytest_terminal_summary(terminalreporter, config):
 
 @pytest.fixture(scope="session", autouse=True)
 def loopback_only(request):
-    """Nothing of an embedded cluster dials off the machine (README "Tests"): the whole session long, a background
-    thread samples every second the sockets of the embedded clusters' processes (tests/integration/sockets.py);
+    """Nothing of an embedded cluster dials off the machine (docs/lab.md "Nothing leaves the machine from the
+    embedded cluster"): the whole session long, a background thread samples every second the sockets of the
+    embedded clusters' processes (tests/integration/sockets.py);
     the session fails, naming the process, its pid and the address, if one was connected outside 127.0.0.0/8
     (::1, ::ffff:127.x.x.x)."""
     watcher = sockets.started()

@@ -6,7 +6,7 @@ are established; its webhook configurations are the local mode's and name the re
 manager's ConfigMap carries exactly the Configuration the role computed; the controller's ServiceAccount may do what
 Kueue does (SubjectAccessReview); the monitoring role's ServiceMonitor labels select the metrics Service and only it;
 a second run changes nothing; teardown on an existing cluster uninstalls the release and with it every object the
-chart made. What this cannot show (README "Kueue's chart on the embedded cluster"): the controller pod is only
+chart made. What this cannot show (docs/kueue.md "Kueue's chart", on the embedded cluster): the controller pod is only
 simulated by kwok, so nothing serves the webhooks, the metrics or the visibility API."""
 
 import base64

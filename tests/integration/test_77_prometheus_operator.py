@@ -401,7 +401,7 @@ def test_a_kueue_ca_from_a_secret_reaches_prometheus_as_a_tls_asset(applied):
     assert job["authorization"] == {"type": "Bearer", "credentials": applied["token"]}
 
 
-# --- Hardened Prometheus set-ups (issue 25, item 5; README, Hardened monitoring) ---
+# --- Hardened Prometheus set-ups (issue 25, item 5; docs/existing-cluster.md, Hardened monitoring) ---
 # Three more Prometheus resources, made after the tests above (the role would otherwise place for them from the
 # start): one that enforces the namespace label (OpenShift user workload monitoring does), one that enforces it but
 # excludes fairgpu's rule file (the alternative fix, prometheus-operator/prometheus-operator#3207, #4397), one that

@@ -67,7 +67,7 @@ def test_site_on_path_mig(core, kueue):
 def test_validate_on_path_mig(cluster):
     """validate.yml with path mig's default scenarios (baseline, mig, isolation), as `molecule test -s mig`
     verifies with the same shorter Jobs; that scenario is `make molecule-mig`, not part of `make test`, since this
-    test runs the same playbooks on the shared cluster (README: Tests)."""
+    test runs the same playbooks on the shared cluster (docs/testing.md "Tests")."""
     run = playbook("validate.yml", "-e", json.dumps({"path": "mig", "validate_baseline_seconds": 5,
                                                      "validate_mig_seconds": 10}))
     assert run.rc == 0, run.messages()

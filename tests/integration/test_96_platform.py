@@ -21,8 +21,8 @@ changes nothing; a hand edit of Kueue's live Configuration is listed by ``--chec
 fires the over-guarantee alert and keeps ``FairgpuKueueDown`` quiet (promtool on the operator's rule file). No process
 of the cluster holds a connection outside 127.0.0.0/8 (the session's socket watch, conftest.py).
 
-Nothing serves the chart's webhooks here (its controller pods are simulated by kwok; README "Kueue's chart on the
-embedded cluster"), so no Kueue object can be written: the tenants are left out (``--skip-tags tenants``) and the
+Nothing serves the chart's webhooks here (its controller pods are simulated by kwok; docs/kueue.md "Kueue's chart", on the
+embedded cluster), so no Kueue object can be written: the tenants are left out (``--skip-tags tenants``) and the
 kueue role says why it does not probe the webhooks."""
 
 import json

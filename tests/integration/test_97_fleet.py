@@ -135,7 +135,7 @@ def test_drift_check_lists_what_differs_per_cluster(tmp_path, report_dir, broken
     assert "| fleet-b | kwok | kueue | v0.19.2 | research 4 nvidia.com/gpu, product 1 nvidia.com/gpu" in markdown
     assert "would change" in markdown
     assert "| broken | existing |" in markdown and "| not checked |" in markdown
-    # Kept for the README's sample of a fleet report.
+    # Kept for docs/fleet.md's sample of a fleet report.
     os.makedirs(os.path.join(ROOT, "results", "fleet-embedded"), exist_ok=True)
     with open(os.path.join(ROOT, "results", "fleet-embedded", "drift-report.md"), "w") as handle:
         handle.write(markdown)

@@ -227,10 +227,26 @@ def test_the_checksum_changes_exactly_when_what_kueue_reads_changes():
 
 
 def test_every_setting_of_the_role_is_in_the_table():
-    """The table (README "One meaning per setting") lists every Configuration setting of the role's defaults."""
+    """The table (settings.TABLE, and its words in docs/kueue.md "One meaning per Kueue setting, in every mode")
+    lists every Configuration setting of the role's defaults."""
     with open(os.path.join(ROOT, "roles", "kueue", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     mode_only = {"kueue_mode", "kueue_version", "kueue_wait_timeout", "kueue_local_workdir",
                  "kueue_local_metrics_cert_dir", "kueue_chart_ref", "kueue_chart_version", "kueue_release_name",
                  "kueue_extra_values", "kueue_adopt"}
     assert set(defaults) - mode_only == {name for name, _where in settings.TABLE} == set(settings.DEFAULTS)
+    assert docs_table_settings() == {name for name, _where in settings.TABLE}
+
+
+def docs_table_settings():
+    """The settings the table of docs/kueue.md names in its first column (the section "One meaning per Kueue
+    setting, in every mode")."""
+    with open(os.path.join(ROOT, "docs", "kueue.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    section = text.split("## One meaning per Kueue setting, in every mode", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith("`kueue_") and cells[0].endswith("`"):
+            names.add(cells[0].strip("`"))
+    return names

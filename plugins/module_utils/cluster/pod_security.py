@@ -19,7 +19,7 @@ that needs what the operands need, created with ``dryRun=All`` in the namespace,
 ``violates PodSecurity "<level>:<version>": <what>`` (admission/admission.go, ``EvaluatePod``, of
 k8s.io/pod-security-admission v0.36.3) when the level in force is below, and admitted otherwise.
 
-Rules (README "On a cluster you already run", Pod Security):
+Rules (docs/existing-cluster.md "Pod Security"):
 
 - A namespace fairgpu creates carries ``enforce``, ``audit`` and ``warn`` (each with ``-version: latest``) at the
   level of ``LEVELS`` for its component, and ``app.kubernetes.io/managed-by: fairgpu``.

@@ -46,7 +46,7 @@ DEFAULT_CONTAINER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 # The levels of every namespace fairgpu creates live in cluster/pod_security.py (LEVELS, TENANTS).
 POD_SECURITY_LABEL = pod_security.LABEL
 POD_SECURITY_LEVELS = pod_security.TENANTS["allowed"]
-# The tenant namespaces' policy beyond quotas (role variable tenants_isolation; README "A tenant that tries to cheat"):
+# The tenant namespaces' policy beyond quotas (role variable tenants_isolation; docs/isolation.md "A tenant that tries to cheat"):
 # - pod_security_enforce / pod_security_warn: Pod Security levels of the namespaces. enforce applies to pods
 #   only, so the Job policy refuses at creation what the enforced level would refuse in the Job's pods; warn also
 #   answers on Jobs' templates.

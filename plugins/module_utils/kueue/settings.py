@@ -70,7 +70,7 @@ IN_CLUSTER = {"leaderElection": {"leaderElect": True}, "internalCertManagement":
 CHART_SETTING_VALUES = (("managerConfig", "controllerManagerConfigYaml"), ("controllerManager", "featureGates"))
 _GATE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
-# setting -> where it lands in each mode (the README's table is this, in words).
+# setting -> where it lands in each mode (docs/kueue.md's table is this, in words).
 TABLE = [
     ("kueue_integrations", "integrations.frameworks"),
     ("kueue_manage_jobs_without_queue_name", "manageJobsWithoutQueueName"),
