@@ -90,9 +90,10 @@ rules: setup
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
 # --durations: the slowest tests with their times, so a CI log shows where its minutes went (README: Tests).
-# No cache provider: the two lanes' pytest processes would write one .pytest_cache at once.
+# -v: a line per test as it ends, so a lane's log shows progress. No cache provider: the two lanes' pytest processes
+# would write one .pytest_cache at once.
 # integration runs both halves at once, as make test does; integration-shared and integration-own run one each.
-INTEGRATION := $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests/integration \
+INTEGRATION := $(BIN)/python -m pytest -v -p no:cacheprovider --durations=25 tests/integration \
   --ignore=tests/integration/test_97_fleet.py
 integration: setup toolchain toolchain-prometheus-operator
 	$(BIN)/python tests/lanes.py integration-shared integration-own
