@@ -20,9 +20,9 @@ help:
 	@echo "make molecule-mig molecule test -s mig (path mig on a cluster of its own, about 6 min)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
-	@echo "make bench      benchmark site.yml against kubectl apply (figures for the README)"
-	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; README: Scale)"
-	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (README: Replaying a real trace)"
+	@echo "make bench      benchmark site.yml against kubectl apply (figures for docs/measurements.md)"
+	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; docs/measurements.md: Scale)"
+	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (docs/replay.md: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
 	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
 	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
@@ -43,7 +43,7 @@ toolchain:
 	bash files/toolchain/toolchain.sh ensure >/dev/null
 
 # The Prometheus Operator and its CRDs, which only tests/integration/test_77_prometheus_operator.py needs (built once,
-# cached like the rest; README: Toolchain).
+# cached like the rest; docs/lab.md "Toolchain").
 toolchain-prometheus-operator:
 	bash files/toolchain/toolchain.sh ensure prometheus-operator >/dev/null
 
@@ -59,7 +59,7 @@ validate: setup
 teardown: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml
 
-# make test runs two lanes at once (tests/lanes.py; docs: Tests): the shared cluster's integration tests, then
+# make test runs two lanes at once (tests/lanes.py; docs/testing.md "Two lanes at once"): the shared cluster's integration tests, then
 # molecule's default scenario; beside them the unit tests, lint and promtool, then the integration files that bring
 # an embedded cluster of their own (marked own_cluster). Each lane stops at its first failure, the other goes on.
 TEST_LANES := "integration-shared molecule" "unit lint rules integration-own"
@@ -74,7 +74,7 @@ lint: setup
 	$(BIN)/antsibull-changelog lint
 	VENV=$(VENV) bash tests/sanity/run.sh
 
-# ansible-test sanity, offline, on a copy of the collection (tests/sanity/run.sh says how; README: Tests and lint).
+# ansible-test sanity, offline, on a copy of the collection (tests/sanity/run.sh says how; docs/testing.md "Sanity and module docs").
 sanity: setup
 	VENV=$(VENV) bash tests/sanity/run.sh
 
@@ -89,7 +89,7 @@ rules: setup
 	  $$promtool test rules "$$short/fairgpu-alerts-short-for.test.yml"
 
 # The fleet's runs (tests/integration/test_97_fleet.py, about 7 minutes) are `make test-fleet`, not part of `make test`.
-# --durations: the slowest tests with their times, so a CI log shows where its minutes went (README: Tests).
+# --durations: the slowest tests with their times, so a CI log shows where its minutes went (docs/testing.md "How long it takes").
 # -v: a line per test as it ends, so a lane's log shows progress. No cache provider: the two lanes' pytest processes
 # would write one .pytest_cache at once.
 # integration runs both halves at once, as make test does; integration-shared and integration-own run one each.
@@ -147,7 +147,7 @@ replay-advise: setup toolchain
 
 # make test runs the default scenario; the mig scenario's playbooks and checks (site.yml and validate.yml on path
 # mig, a second run changing nothing) run in make test on the integration cluster (test_80_mig.py), so its own
-# cluster (about 6 min) is make molecule-mig (README: Molecule).
+# cluster (about 6 min) is make molecule-mig (docs/testing.md "Molecule").
 # The default scenario verifies with the validation scenarios tests/integration does not run (baseline and
 # flood_reverse: FAIRGPU_MOLECULE_SCENARIOS, extensions/molecule/default/vars.yml); molecule test alone runs all four.
 molecule: setup toolchain

@@ -7,8 +7,8 @@ the other lanes go on. Every line a target prints is printed with the target's n
 whole in results/tests/<target>.log. At the end a table gives each target's exit status and minutes, and the exit
 status is 0 only when every target passed.
 
-Why lanes are safe here (docs: Tests): the integration files that bring an embedded cluster of their own (marked
-own_cluster) run in one lane, the shared cluster's files in the other, and each cluster has its own name, ports and
+Why lanes are safe here (docs/testing.md "Two lanes at once"): the integration files that bring an embedded
+cluster of their own (marked own_cluster) run in one lane, the shared cluster's files in the other, and each cluster has its own name, ports and
 state directory; the roles order cluster creations through one lock (cluster_kwok_create_lock) and the fleet report
 through another (fleet_report's report.lock).
 

@@ -27,7 +27,7 @@ KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", CLUSTER, "kubeconfig.yaml")
 
 # make test runs the files marked own_cluster (each brings an embedded cluster of its own, with its own name, ports
 # and state directory) in one lane and the rest, on the shared cluster CLUSTER, in the other, at the same time
-# (tests/lanes.py; docs: Tests). A file that starts a cluster of its own carries the mark.
+# (tests/lanes.py; docs/testing.md "Two lanes at once"). A file that starts a cluster of its own carries the mark.
 OWN_CLUSTER = "own_cluster"
 
 
