@@ -46,35 +46,6 @@ def _kueue_process(workdir):
         return pid, [a.decode() for a in handle.read().split(b"\0") if a]
 
 
-def test_a_changed_configuration_restarts_the_local_kueue(kueue):
-    """Kueue reads its Configuration and flags only at start: the role restarts the process when config.yaml or its
-    command line changed (nothing changed: the same pid, test_10's second run). A Configuration setting and a
-    feature gate, then back to the inventory's settings."""
-    workdir = os.path.expanduser("~/.local/share/fairgpu/kueue/%s" % CLUSTER)
-    before, _args = _kueue_process(workdir)
-    changed = {"kueue_fair_sharing_preemption_strategies": ["LessThanInitialShare"],
-               "kueue_feature_gates": {"LocalQueueMetrics": True}}
-    # --skip-tags tenants: the tenants are as they were, only Kueue's settings differ.
-    run = playbook("site.yml", "--skip-tags", "tenants", "-e", json.dumps(changed))
-    assert run.rc == 0, run.messages()
-    restarted = [t for t in run.changed_tasks() if "Kueue" in t]
-    assert [t.split(" : ", 1)[-1] for t in restarted] == [
-        "Write Kueue's configuration", "Say what differed in Kueue's Configuration (repaired)",
-        "Write the Kueue process's command line",
-        "Stop the local Kueue controller", "Start the Kueue controller, logging to kueue.log in %s" % workdir], restarted
-    after, args = _kueue_process(workdir)
-    assert after != before
-    assert "--feature-gates=LocalQueueMetrics=true,VisibilityOnDemand=false" in args, args
-    with open(os.path.join(workdir, "config.yaml")) as handle:
-        assert yaml.safe_load(handle)["fairSharing"]["preemptionStrategies"] == ["LessThanInitialShare"]
-    # And back: restarted again with the inventory's settings.
-    run = playbook("site.yml", "--skip-tags", "tenants")
-    assert run.rc == 0, run.messages()
-    again, args = _kueue_process(workdir)
-    assert again != after
-    assert "--feature-gates=VisibilityOnDemand=false" in args, args
-
-
 def test_job_creation_is_refused_while_kueue_is_down(batch):
     pidfile = os.path.expanduser("~/.local/share/fairgpu/kueue/%s/kueue.pid" % CLUSTER)
     subprocess.run(["start-stop-daemon", "--stop", "--pidfile", pidfile, "--remove-pidfile", "--retry", "TERM/15/KILL/5"],
@@ -112,14 +83,34 @@ def quota_manager(cq):
                   if "f:resourceGroups" in ((entry.get("fieldsV1") or {}).get("f:spec") or {}))
 
 
-def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said(kueue):
-    """A platform engineer's 2 a.m. edits: fair sharing taken out of the Configuration file the local Kueue reads,
-    team-a's guarantee raised to 12 GPUs with another field manager (a JSON patch as kubectl edit sends one; Kueue's
-    webhook refuses a guarantee below its lendingLimit of 8)."""
+def test_a_changed_setting_restarts_kueue_and_hand_edits_are_listed_then_repaired_and_said(kueue):
+    """Kueue reads its Configuration and flags only at start: the role restarts the process when config.yaml or its
+    command line changed (nothing changed: the same pid, test_10's second run). A Configuration setting and a feature
+    gate from -e first. Then a platform engineer's 2 a.m. edits: fair sharing taken out of the Configuration file the
+    local Kueue reads, team-a's guarantee raised to 12 GPUs with another field manager (a JSON patch as kubectl edit
+    sends one; Kueue's webhook refuses a guarantee below its lendingLimit of 8). --check --diff lists both against
+    the inventory's settings and changes nothing; site.yml repairs both, says so, and restarts Kueue with the
+    inventory's settings again; a last run changes nothing. (One test, so that the run that puts the inventory's
+    settings back is also the repair: a site.yml run fewer.)"""
     config_path = os.path.join(KUEUE_DIR, "config.yaml")
+    before = kueue_pid()
+    changed = {"kueue_fair_sharing_preemption_strategies": ["LessThanInitialShare"],
+               "kueue_feature_gates": {"LocalQueueMetrics": True}}
+    # --skip-tags tenants: the tenants are as they were, only Kueue's settings differ.
+    run = playbook("site.yml", "--skip-tags", "tenants", "-e", json.dumps(changed))
+    assert run.rc == 0, run.messages()
+    restarted = [t for t in run.changed_tasks() if "Kueue" in t]
+    assert [t.split(" : ", 1)[-1] for t in restarted] == [
+        "Write Kueue's configuration", "Say what differed in Kueue's Configuration (repaired)",
+        "Write the Kueue process's command line",
+        "Stop the local Kueue controller", "Start the Kueue controller, logging to kueue.log in %s" % KUEUE_DIR], restarted
+    after, args = _kueue_process(KUEUE_DIR)
+    assert after != before
+    assert "--feature-gates=LocalQueueMetrics=true,VisibilityOnDemand=false" in args, args
     with open(config_path) as handle:
         config = yaml.safe_load(handle)
-    assert "fairSharing" in config
+    assert config["fairSharing"]["preemptionStrategies"] == ["LessThanInitialShare"]
+
     index, resource = gpu_resource(cluster_queue(kueue, "team-a"))
     guaranteed = resource["nominalQuota"]
     del config["fairSharing"]
@@ -151,7 +142,9 @@ def test_drift_of_the_configuration_and_a_quota_is_listed_then_repaired_and_said
     assert repair.drift_lines("Kueue's Configuration (repaired)") == check.drift_lines("Kueue's Configuration (would repair)")
     assert [line for line in repair.drift_lines("tenants (repaired)") if line.startswith(quota_line)]
     assert "fairSharing" in yaml.safe_load(open(config_path))
-    assert kueue_pid() != pid, "the local Kueue restarted to read its repaired Configuration"
+    again_pid, args = _kueue_process(KUEUE_DIR)
+    assert again_pid != pid, "the local Kueue restarted to read its repaired Configuration"
+    assert "--feature-gates=VisibilityOnDemand=false" in args, "and the inventory's feature gates: %s" % args
     repaired = cluster_queue(kueue, "team-a")
     assert gpu_resource(repaired)[1]["nominalQuota"] == guaranteed
     assert quota_manager(repaired) == ["fairgpu"], "server-side apply took the field back"
