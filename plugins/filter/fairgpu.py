@@ -29,7 +29,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes a
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
@@ -103,7 +102,6 @@ class FilterModule(object):
             "kueue_configuration_differences": kueue_configuration.configuration_differences,
             "drift_lines": drift.difference_lines,
             "gpu_operator_cluster_policy_fields": gpu_operator_values.cluster_policy_fields,
-            "tenant_plan": tenant_plan.tenant_plan,
             "tenant_errors": tenant_spec.tenant_errors,
             "isolation_errors": kueue_objects.isolation_errors,
             "isolation_policy": kueue_objects.isolation_policy,

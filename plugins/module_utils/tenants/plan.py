@@ -18,7 +18,9 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     GPU_PRODUCT_LABEL,
     GPU_REPLICAS_LABEL,
     GPU_SHARING_STRATEGY_LABEL,
+    KUEUE_API,
     LOCAL_QUEUE_SUFFIX,
+    RBAC_API,
     SHARED_PRODUCT_SUFFIX,
 )
 
@@ -254,3 +256,46 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
         plan["accelerators"] = kueue_objects.accelerator_allotment(normalised, flavors)
         plan["warnings"] += capacity_warnings(normalised, capacity)
     return plan
+
+
+# The namespaced kinds fairgpu applies in each tenant namespace, which pruning a tenant removes with its ClusterQueue
+# (``(apiVersion, kind)``; kueue/objects.py builds them).
+PRUNED_KINDS = [(KUEUE_API, "LocalQueue"), ("v1", "ResourceQuota"), ("v1", "LimitRange"), (RBAC_API, "RoleBinding"),
+                (RBAC_API, "Role")]
+
+
+def stale_tenants(cluster_queues, wanted):
+    """The names of fairgpu's ``cluster_queues`` (ClusterQueue dicts) that are no tenant in ``wanted``, sorted."""
+    return sorted(set(q["metadata"]["name"] for q in cluster_queues) - set(wanted))
+
+
+def stale_message(stale):
+    """Why a run stops on tenants that left the inventory while pruning is off, and the two ways out."""
+    return ("Tenant(s) %s are on the cluster but not in tenants_list; their ClusterQueues still hold quota in the "
+            "cohort. Put them back in tenants_list, or set tenants_prune: true to remove their ClusterQueues, "
+            "LocalQueues, quotas and RBAC (their namespaces and workloads are kept)." % ", ".join(stale))
+
+
+def _active(queue):
+    return any(c.get("type") == "Active" and c.get("status") == "True"
+               for c in (queue.get("status") or {}).get("conditions") or [])
+
+
+def inactive_queues(cluster_queues, names):
+    """The tenants of ``names`` whose ClusterQueue is missing from ``cluster_queues`` or not ``Active``."""
+    active = set(q["metadata"]["name"] for q in cluster_queues if _active(q))
+    return sorted(set(names) - active)
+
+
+def queue_conditions(cluster_queues, names):
+    """``"<name>: <reason> <message>"`` of the Active condition of each ClusterQueue of ``names`` that is not
+    Active (``"<name>: not found"`` when missing), for a failure message."""
+    found = dict((q["metadata"]["name"], q) for q in cluster_queues)
+    lines = []
+    for name in inactive_queues(cluster_queues, names):
+        queue = found.get(name)
+        condition = next((c for c in ((queue or {}).get("status") or {}).get("conditions") or []
+                          if c.get("type") == "Active"), None)
+        said = "%s %s" % ((condition or {}).get("reason", "no Active condition"), (condition or {}).get("message", ""))
+        lines.append("%s: %s" % (name, "not found" if queue is None else said.strip()))
+    return lines
