@@ -281,7 +281,8 @@ class Tenants(object):
         key = drift.object_key(definition)
         if (definition.get("metadata") or {}).get("namespace") in new_namespaces:
             # Its namespace is created by this run: nothing to compare, and in check mode the API server cannot
-            # dry-run an object into a namespace that does not exist yet. It is created.
+            # dry-run an object into a namespace that does not exist yet (it answers NotFound for the namespace, the
+            # field report of kubernetes-sigs/kustomize#1957); it is listed as one the run would create.
             if self.module.check_mode:
                 self.changed.append(key)
                 return []
