@@ -10,7 +10,7 @@ status is 0 only when every target passed.
 Why lanes are safe here (docs/testing.md "Two lanes at once"): the integration files that bring an embedded
 cluster of their own (marked own_cluster) run in one lane, the shared cluster's files in the other, and each
 cluster has its own name, ports and state directory; the roles order cluster creations through one lock
-(cluster_kwok_create_lock) and the fleet report through another (fleet_report's report.lock).
+(lab_cluster_create_lock) and the fleet report through another (fleet_report's report.lock).
 
 On SIGINT or SIGTERM every running target gets SIGINT (pytest then runs its fixtures' teardown, which deletes the
 clusters), and after 120 s SIGKILL.

@@ -21,7 +21,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webho
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import helm_release
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import kubelet as simulated_kubelet
@@ -32,11 +31,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quo
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
-
-
-def run_record(settings):
-    """The ConfigMap that records the run's path on the cluster, labelled as fairgpu's."""
-    return resolve.run_record(settings, kueue_objects.MANAGED_BY)
 
 
 def pod_security_plan(rows, namespaces, probes=None):
@@ -68,14 +62,11 @@ def pod_security_row(component, mode, namespace, install_chart=True, kueue_value
 class FilterModule(object):
     def filters(self):
         return {
-            "run_settings": resolve.run_settings,
             "pod_security_plan": pod_security_plan,
             "pod_security_row": pod_security_row,
             "pod_security_probe_pod": pod_security.probe_pod,
             "pod_security_admission_configuration": pod_security.admission_configuration,
             "pod_security_admission_configuration_errors": pod_security.admission_configuration_errors,
-            "run_recorded_path": resolve.recorded_path,
-            "run_record": run_record,
             "fleet_errors": fleet.fleet_errors,
             "helm_chart_source": helm_release.chart_source,
             "helm_owned_keys": helm_release.owned_keys,

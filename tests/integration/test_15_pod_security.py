@@ -1,6 +1,6 @@
 """Issue 25, item 3: Pod Security everywhere fairgpu creates a namespace, on an embedded cluster of its own
 (fairgpu-it-psa) whose kube-apiserver enforces ``baseline`` by default, as hardened distributions run it: a PodSecurity
-AdmissionConfiguration (cluster_kwok_pod_security_defaults) given by --admission-control-config-file
+AdmissionConfiguration (lab_cluster_pod_security_defaults) given by --admission-control-config-file
 (https://kubernetes.io/docs/tasks/configure-pod-container/enforce-standards-admission-controller/).
 
 What the real API server decides, each with a server-side dry run (admission runs, nothing is stored): a privileged pod
@@ -32,13 +32,13 @@ KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
 GPU_NS, KUEUE_NS, MONITORING_NS = "gpu-operator", "kueue-system", "fairgpu-monitoring"
 VARS = {
     "cluster_name": NAME, "validate_results_dir": os.path.join(ROOT, "results", "it-psa"),
-    "cluster_kwok_apiserver_port": 27200,
+    "lab_cluster_apiserver_port": 27200,
     "run_local_ports": {"kueue_webhook": 27243, "kueue_metrics": 27244, "kueue_health": 27281, "prometheus": 27290,
                         "dcgm_exporter": 27240},
-    "cluster_kwok_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
+    "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                  "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
-    "cluster_kwok_pod_security_defaults": {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"},
-    "cluster_kwok_pod_security_exemptions": {"namespaces": ["kube-system"]},
+    "lab_cluster_pod_security_defaults": {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"},
+    "lab_cluster_pod_security_exemptions": {"namespaces": ["kube-system"]},
 }
 # The same cluster as a platform team's: cluster_provider existing (the helm modes' namespaces and pre-check).
 EXISTING = dict(VARS, cluster_provider="existing", cluster_kubeconfig=KUBECONFIG)

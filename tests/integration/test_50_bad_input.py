@@ -59,23 +59,23 @@ def test_borrowing_limit_without_cohort(core, kueue):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"cluster_kwok_node_pools": [{"name": "gpu", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 0,
+    ({"lab_cluster_node_pools": [{"name": "gpu", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 0,
                                    "cpu": "8", "memory": "8Gi"}]},
-     "cluster_kwok_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
-    ({"cluster_kwok_node_pools": [{"name": "gpu", "count": 0, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
+     "lab_cluster_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
+    ({"lab_cluster_node_pools": [{"name": "gpu", "count": 0, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
                                    "cpu": "8", "memory": "8Gi"}]},
-     "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
+     "lab_cluster_node_pools[0].count: must be an integer >= 1, got 0"),
     ({"cluster_provider": "docker"}, "cluster_provider: 'docker' is not a provider; use one of kwok, kind, existing"),
     # Loopback only on the embedded cluster (resolve.loopback_errors): helm would dial a chart repository or registry.
     ({"gpu_operator_mode": "helm"}, "gpu_operator_mode: 'helm' installs the NVIDIA GPU Operator chart from its repository"),
     ({"monitoring_mode": "helm"}, "monitoring_mode: 'helm' with monitoring_install_chart: true installs kube-prometheus-stack"),
     ({"kueue_mode": "helm", "kueue_chart_ref": "oci://registry.k8s.io/kueue/charts/kueue"},
      "kueue_chart_ref: 'oci://registry.k8s.io/kueue/charts/kueue' is a remote chart, which helm would fetch"),
-    ({"cluster_kwok_pod_security_defaults": {"enforce": "strict"}},
-     "cluster_kwok_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
+    ({"lab_cluster_pod_security_defaults": {"enforce": "strict"}},
+     "lab_cluster_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
 ])
 def test_bad_cluster_input_starts_nothing(tmp_path, extra, message):
-    extra = dict(extra, cluster_name="fairgpu-bad", cluster_kwok_workdir=str(tmp_path / "kwok"))
+    extra = dict(extra, cluster_name="fairgpu-bad", run_state_dir=str(tmp_path))
     run = playbook("site.yml", "-e", json.dumps(extra))
     assert run.rc != 0 and message in run.messages()
     assert not (tmp_path / "kwok").exists(), "nothing may be created before the input is checked"
@@ -116,15 +116,15 @@ def test_api_server_port_in_use_is_reported_before_starting(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-busy", "cluster_kwok_apiserver_port": port,
-                                                     "cluster_kwok_workdir": str(tmp_path / "kwok")}))
+        run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-busy", "lab_cluster_apiserver_port": port,
+                                                     "run_state_dir": str(tmp_path)}))
     assert run.rc != 0
-    assert "cluster_kwok_apiserver_port: 127.0.0.1:%d is already in use" % port in run.messages()
+    assert "lab_cluster_apiserver_port: 127.0.0.1:%d is already in use" % port in run.messages()
     assert not (tmp_path / "kwok" / "clusters" / "fairgpu-busy").exists()
 
 
 def test_bad_tenants_are_refused_before_a_cluster_starts(tmp_path):
-    run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-never", "cluster_kwok_workdir": str(tmp_path / "kwok"),
+    run = playbook("site.yml", "-e", json.dumps({"cluster_name": "fairgpu-never", "run_state_dir": str(tmp_path),
                                                  "tenants_list": [dict(TEAM, gpus=20)]}))
     assert run.rc != 0
     assert "the guarantees (gpus) of team-a add up to 20 nvidia.com/gpu but the cluster's nodes offer 16" in run.messages()

@@ -24,7 +24,7 @@ SHAPES = {
     "cluster_name": "fairgpu-it-shapes", "validate_results_dir": os.path.join(ROOT, "results", "it-shapes"),
     "run_local_ports": {"kueue_webhook": 29743, "kueue_metrics": 28743, "kueue_health": 28381, "prometheus": 29290,
                         "dcgm_exporter": 29600},
-    "cluster_kwok_node_pools": [
+    "lab_cluster_node_pools": [
         {"name": "h100", "count": 2, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti",
          "taints": [GPU_TAINT]},
         {"name": "h100-drained", "count": 1, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti",

@@ -398,7 +398,7 @@ def test_existing_cluster_teardown_stops_before_anything_while_the_local_kueue_i
     wait_until(lambda: kueue_ready(LOCAL_PORTS["kueue_health"]), 120, what="the local Kueue to be ready again")
 
 
-def test_existing_cluster_teardown_confirmed_removes_only_fairgpus_objects(watch, user_objects):
+def test_existing_teardown_confirmed_removes_only_fairgpus_objects(watch, user_objects):
     project, target = watch["project"], watch["target"]
     kubeconfig = target.kubeconfig
     crds = kubectl(kubeconfig, "get", "crd", "-o", "name").stdout.split()

@@ -28,12 +28,12 @@ def test_expanded_nodes_carry_canonical_quantities():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"gpu_count": 0}, "cluster_kwok_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
-    ({"count": 0}, "cluster_kwok_node_pools[0].count: must be an integer >= 1, got 0"),
-    ({"count": "2"}, "cluster_kwok_node_pools[0].count: must be an integer >= 1, got '2'"),
-    ({"gpu_product": "A100"}, "cluster_kwok_node_pools[0].gpu_product: 'A100' is not a known GPU product"),
-    ({"name": "GPU_Node"}, "cluster_kwok_node_pools[0].name"),
-    ({"memory": "lots"}, "cluster_kwok_node_pools[0].memory: 'lots' is not a Kubernetes quantity"),
+    ({"gpu_count": 0}, "lab_cluster_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
+    ({"count": 0}, "lab_cluster_node_pools[0].count: must be an integer >= 1, got 0"),
+    ({"count": "2"}, "lab_cluster_node_pools[0].count: must be an integer >= 1, got '2'"),
+    ({"gpu_product": "A100"}, "lab_cluster_node_pools[0].gpu_product: 'A100' is not a known GPU product"),
+    ({"name": "GPU_Node"}, "lab_cluster_node_pools[0].name"),
+    ({"memory": "lots"}, "lab_cluster_node_pools[0].memory: 'lots' is not a Kubernetes quantity"),
 ])
 def test_bad_pools_name_the_field(change, message):
     errors = node_pool_errors([dict(POOL, **change)])
@@ -42,16 +42,16 @@ def test_bad_pools_name_the_field(change, message):
 
 def test_duplicate_pool_names_and_empty_list():
     assert "used by two pools" in node_pool_errors([POOL, dict(POOL)])[0]
-    assert node_pool_errors([]) == ["cluster_kwok_node_pools: give a non-empty list of node pools"]
+    assert node_pool_errors([]) == ["lab_cluster_node_pools: give a non-empty list of node pools"]
     assert node_pool_errors("x")
 
 
 def test_unknown_fields_are_all_named():
     errors = node_pool_errors([dict(POOL, gpu_memroy_mib=1, colour="red")])
     assert errors == [
-        "cluster_kwok_node_pools[0].colour: unknown field; known fields are name, count, gpu_product, gpu_count, "
+        "lab_cluster_node_pools[0].colour: unknown field; known fields are name, count, gpu_product, gpu_count, "
         "gpu_memory_mib, cpu, memory, pods, taints, unschedulable, gpu_sharing",
-        "cluster_kwok_node_pools[0].gpu_memroy_mib: unknown field; known fields are name, count, gpu_product, "
+        "lab_cluster_node_pools[0].gpu_memroy_mib: unknown field; known fields are name, count, gpu_product, "
         "gpu_count, gpu_memory_mib, cpu, memory, pods, taints, unschedulable, gpu_sharing",
     ]
 

@@ -104,7 +104,7 @@ def test_collisions_name_both_hosts_and_the_fix():
     ])
     assert errors == [
         "hosts a and b: both are embedded clusters named 'same' on this machine; give each its own cluster_name",
-        "hosts a (cluster_kwok_apiserver_port) and b (cluster_kwok_apiserver_port): both embedded clusters listen on "
+        "hosts a (lab_cluster_apiserver_port) and b (lab_cluster_apiserver_port): both embedded clusters listen on "
         "127.0.0.1:21443; give each its own ports",
         "hosts a (run_local_ports.prometheus) and c (run_local_ports.prometheus): both embedded clusters listen on "
         "127.0.0.1:21090; give each its own ports",
@@ -131,7 +131,7 @@ def test_the_inventory_shipped_as_a_fleet_has_no_collision():
         with open(os.path.join(ROOT, "inventories", "fleet-embedded", "host_vars", host + ".yml")) as handle:
             variables = yaml.safe_load(handle)
         members.append(member(host, name=variables["cluster_name"], ports=variables["run_local_ports"],
-                              apiserver=variables["cluster_kwok_apiserver_port"]))
+                              apiserver=variables["lab_cluster_apiserver_port"]))
     assert len(members) == 3 and fleet.fleet_errors(members) == []
     assert all(int(port) < 32768 for m in members for port in list(m["ports"].values()) + [m["apiserver_port"]])
 
@@ -221,7 +221,7 @@ def test_the_fleet_report_waits_for_another_run_and_keeps_its_rows(tmp_path):
 def fleet_inventory(**overrides):
     hosts = {}
     for index, host in enumerate(("fleet-a", "fleet-b")):
-        hosts[host] = {"cluster_name": "fairgpu-" + host, "cluster_kwok_apiserver_port": 21443 + 1000 * index,
+        hosts[host] = {"cluster_name": "fairgpu-" + host, "lab_cluster_apiserver_port": 21443 + 1000 * index,
                        "run_local_ports": {"kueue_webhook": 21543 + 1000 * index, "kueue_metrics": 21544 + 1000 * index,
                                            "kueue_health": 21081 + 1000 * index, "prometheus": 21090 + 1000 * index,
                                            "dcgm_exporter": 21400 + 1000 * index}}

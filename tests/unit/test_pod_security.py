@@ -208,13 +208,13 @@ def test_admission_configuration_of_the_embedded_api_server():
 
 
 @pytest.mark.parametrize("defaults, exemptions, message", [
-    ({"enforce": "strict"}, None, "cluster_kwok_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
-    ({"enforce-version": "1.30"}, None, "cluster_kwok_pod_security_defaults.enforce-version: '1.30' is not"),
-    ({"enforced": "baseline"}, None, "cluster_kwok_pod_security_defaults.enforced: unknown key"),
-    ("baseline", None, "cluster_kwok_pod_security_defaults: give a mapping"),
-    ({"enforce": "baseline"}, {"users": ["a"]}, "cluster_kwok_pod_security_exemptions.users: unknown key"),
-    ({"enforce": "baseline"}, {"namespaces": "kube-system"}, "cluster_kwok_pod_security_exemptions.namespaces: give a list"),
-    ({}, {"namespaces": ["kube-system"]}, "cluster_kwok_pod_security_exemptions: exemptions without"),
+    ({"enforce": "strict"}, None, "lab_cluster_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
+    ({"enforce-version": "1.30"}, None, "lab_cluster_pod_security_defaults.enforce-version: '1.30' is not"),
+    ({"enforced": "baseline"}, None, "lab_cluster_pod_security_defaults.enforced: unknown key"),
+    ("baseline", None, "lab_cluster_pod_security_defaults: give a mapping"),
+    ({"enforce": "baseline"}, {"users": ["a"]}, "lab_cluster_pod_security_exemptions.users: unknown key"),
+    ({"enforce": "baseline"}, {"namespaces": "kube-system"}, "lab_cluster_pod_security_exemptions.namespaces: give a list"),
+    ({}, {"namespaces": ["kube-system"]}, "lab_cluster_pod_security_exemptions: exemptions without"),
 ])
 def test_admission_configuration_errors(defaults, exemptions, message):
     errors = psa.admission_configuration_errors(defaults, exemptions)

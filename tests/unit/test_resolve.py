@@ -3,13 +3,40 @@ each decided in one place."""
 
 import pytest
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan.resolve import (
     RECORD_NAME,
     RECORD_NAMESPACE,
     recorded_path,
     run_record,
-    run_settings,
 )
+
+EXISTING_KUBECONFIG = "/home/platform/.kube/prod.yaml"
+
+
+def run_settings(playbook, provider, *args, **kwargs):
+    """``resolve.run_settings`` with the kubeconfig an existing cluster needs (the tests of other rules)."""
+    kwargs.setdefault("kubeconfig", EXISTING_KUBECONFIG if provider == "existing" else "")
+    return resolve.run_settings(playbook, provider, *args, **kwargs)
+
+
+def test_the_connection_is_the_hosts_own_cluster_never_the_current_context():
+    kwok = resolve.run_settings("site", "kwok", cluster_name="fairgpu-it", state_dir="/home/u/.local/share/fairgpu")
+    assert kwok["connection"] == {"kubeconfig": "/home/u/.local/share/fairgpu/kwok/clusters/fairgpu-it/kubeconfig.yaml",
+                                  "context": "", "auth": {"kubeconfig": "/home/u/.local/share/fairgpu/kwok/clusters/"
+                                                                        "fairgpu-it/kubeconfig.yaml"}}
+    existing = resolve.run_settings("site", "existing", kubeconfig=EXISTING_KUBECONFIG, context="platform-admin@prod")
+    assert existing["errors"] == [] and existing["connection"]["auth"] == {"kubeconfig": EXISTING_KUBECONFIG,
+                                                                          "context": "platform-admin@prod"}
+    assert resolve.run_settings("site", "kind")["connection"]["kubeconfig"] == "~/.kube/fairgpu-kind.yaml"
+    assert resolve.run_settings("teardown", "existing")["errors"] == [
+        "cluster_kubeconfig: provider 'existing' needs the path of a kubeconfig that reaches the cluster"]
+
+
+def test_the_record_is_part_of_the_settings():
+    settings = run_settings("site", "kwok", "mig")
+    assert settings["record"]["data"] == {"path": "mig", "mig_strategy": "mixed"}
+    assert settings["record"]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "fairgpu"}
 
 
 def test_defaults_path_kueue_single_strategy_local_stand_ins():

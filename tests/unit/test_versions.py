@@ -119,7 +119,7 @@ def test_roles_take_their_versions_from_versions_env():
         "gpu_operator_chart_version": PINNED["GPU_OPERATOR_CHART_VERSION"],
         "monitoring_chart_version": PINNED["KUBE_PROMETHEUS_STACK_CHART_VERSION"],
     }
-    overridden = _role_values("-e", "cluster_kubernetes_version=v1.35.1", "-e", "kueue_version=v0.20.0")
+    overridden = _role_values("-e", "lab_cluster_kubernetes_version=v1.35.1", "-e", "kueue_version=v0.20.0")
     assert overridden["cluster_kind_node_image"] == "kindest/node:v1.35.1"
     assert overridden["kueue_chart_version"] == "0.20.0"
 

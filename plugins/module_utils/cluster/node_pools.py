@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
-"""Validation and expansion of the embedded cluster's node pools (``cluster_kwok_node_pools``).
+"""Validation and expansion of the embedded cluster's node pools (``lab_cluster_node_pools``).
 
 Pure logic, no cluster access. A node pool is a dict::
 
@@ -52,7 +52,7 @@ def _is_quantity(value):
     return amount.is_finite() and amount >= 0
 
 
-def node_pool_errors(pools, where="cluster_kwok_node_pools"):
+def node_pool_errors(pools, where="lab_cluster_node_pools"):
     """Return a list of error strings, one per problem, each naming ``<where>[i].field`` (``where``: the
     variable that holds the pools).
 

@@ -275,19 +275,19 @@ def _refused(name, row, level, where, detail):
 # PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1) with defaults and exemptions, given to
 # kube-apiserver by --admission-control-config-file
 # (https://kubernetes.io/docs/tasks/configure-pod-container/enforce-standards-admission-controller/; the types:
-# k8s.io/pod-security-admission v0.36.3 admission/api/v1/types.go). Role variables cluster_kwok_pod_security_defaults
-# and cluster_kwok_pod_security_exemptions.
+# k8s.io/pod-security-admission v0.36.3 admission/api/v1/types.go). Role variables lab_cluster_pod_security_defaults
+# and lab_cluster_pod_security_exemptions.
 DEFAULT_KEYS = tuple(k for mode in MODES for k in (mode, mode + "-version"))
 EXEMPTION_KEYS = ("usernames", "runtimeClasses", "namespaces")
 _VERSION = re.compile(r"^(latest|v1\.(0|[1-9][0-9]*))$")
 
 
 def admission_configuration_errors(defaults, exemptions=None):
-    """Messages for ``cluster_kwok_pod_security_defaults`` (``{enforce|audit|warn: level, <mode>-version:
-    "latest" | "v1.<minor>"}``; None or {}: no configuration) and ``cluster_kwok_pod_security_exemptions``
+    """Messages for ``lab_cluster_pod_security_defaults`` (``{enforce|audit|warn: level, <mode>-version:
+    "latest" | "v1.<minor>"}``; None or {}: no configuration) and ``lab_cluster_pod_security_exemptions``
     (``{usernames|runtimeClasses|namespaces: [str]}``). [] when fine."""
     errors = []
-    where = "cluster_kwok_pod_security_defaults"
+    where = "lab_cluster_pod_security_defaults"
     if defaults not in (None, "") and not isinstance(defaults, dict):
         return ["%s: give a mapping of %s, got %r" % (where, ", ".join(DEFAULT_KEYS), defaults)]
     for key in sorted(str(k) for k in (defaults or {}) if k not in DEFAULT_KEYS):
@@ -297,7 +297,7 @@ def admission_configuration_errors(defaults, exemptions=None):
             errors.append("%s.%s: %r is not a Pod Security level; use %s" % (where, key, value, ", ".join(ORDER)))
         if key in DEFAULT_KEYS and key not in MODES and not _VERSION.match(str(value)):
             errors.append("%s.%s: %r is not a Pod Security version; use latest or v1.<minor>" % (where, key, value))
-    where = "cluster_kwok_pod_security_exemptions"
+    where = "lab_cluster_pod_security_exemptions"
     if exemptions not in (None, "") and not isinstance(exemptions, dict):
         return errors + ["%s: give a mapping of %s, got %r" % (where, ", ".join(EXEMPTION_KEYS), exemptions)]
     for key, value in sorted((exemptions or {}).items(), key=lambda kv: str(kv[0])):
@@ -306,7 +306,7 @@ def admission_configuration_errors(defaults, exemptions=None):
         elif not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             errors.append("%s.%s: give a list of names, got %r" % (where, key, value))
     if exemptions and not defaults:
-        errors.append("%s: exemptions without cluster_kwok_pod_security_defaults change nothing; set the defaults "
+        errors.append("%s: exemptions without lab_cluster_pod_security_defaults change nothing; set the defaults "
                       "too, or drop the exemptions" % where)
     return errors
 

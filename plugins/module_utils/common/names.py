@@ -105,7 +105,7 @@ YAML_LITERALS = {
     "BACKLOG_LABEL": ("roles/validate/tasks/flood.yml", "roles/validate/templates/load-jobs.yaml.j2"),
     "LOAD_JOB_PREFIX": ("roles/validate/tasks/cleanup.yml",),
     "LOCAL_QUEUE_SUFFIX": ("roles/tenants/defaults/main.yml", "roles/tenants/meta/argument_specs.yml"),
-    "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/main.yml",
+    "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/install.yml",
                           "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml"),
-    "HOSTNAME_LABEL": ("roles/cluster/templates/kwok-nodes.yaml.j2",),
+    "HOSTNAME_LABEL": ("roles/lab_cluster/templates/kwok-nodes.yaml.j2",),
 }

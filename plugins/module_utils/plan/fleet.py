@@ -98,7 +98,7 @@ def _listeners(member):
              if str(port).isdigit()]
     apiserver = member.get("apiserver_port")
     if str(apiserver).isdigit() and int(apiserver) > 0:
-        ports.append((int(apiserver), "cluster_kwok_apiserver_port"))
+        ports.append((int(apiserver), "lab_cluster_apiserver_port"))
     return ports
 
 
@@ -120,7 +120,7 @@ def fleet_errors(members):
     """Every collision between the inventory's clusters, one message each naming both hosts and the fix; [] when
     each host is a cluster of its own. ``members``: one dict per inventory host, ``{"host", "provider",
     "cluster_name", "ports": {name: port} (run_settings.local.ports), "apiserver_port"
-    (cluster_kwok_apiserver_port), "kubeconfig" (absolute, normalised path), "context", "kubeconfig_data" (the
+    (lab_cluster_apiserver_port), "kubeconfig" (absolute, normalised path), "context", "kubeconfig_data" (the
     parsed file when it exists, else None)}``. Two hosts are one cluster when their kubeconfigs reach the same API
     server (the context's cluster's ``server``; an empty context is the file's ``current-context``), or, when the
     file says nothing, when the path and context are the same; an ``existing`` host whose server is 127.0.0.1 on an
@@ -150,7 +150,7 @@ def fleet_errors(members):
         context, server = kubeconfig_server(member.get("kubeconfig_data"), member.get("context") or "")
         local = _LOCAL_SERVER.match(server)
         if local and int(local.group(2)) in listeners and listeners[int(local.group(2))][1] == \
-                "cluster_kwok_apiserver_port":
+                "lab_cluster_apiserver_port":
             errors.append("hosts %s and %s: %s's kubeconfig reaches %s, the API server of embedded cluster %s; one "
                           "inventory host is one cluster: remove one" % (listeners[int(local.group(2))][0], host, host,
                                                                          server, listeners[int(local.group(2))][0]))

@@ -24,7 +24,7 @@ Pure logic, no cluster access. The rules, one place each:
   https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html.
 - **Nodes to plan against**: ``live`` (read from the cluster when the tenants are applied or validated) for every
   playbook that reaches the cluster; the pre-check of ``site.yml`` on the embedded cluster and ``render.yml`` plan
-  against node pools (``cluster_kwok_node_pools`` / ``render_node_pools``), since those touch no cluster first.
+  against node pools (``lab_cluster_node_pools`` / ``render_node_pools``), since those touch no cluster first.
 - **What one component needs of another**, so that no role reads another role's variables: the namespaces of Kueue,
   the GPU Operator and the monitoring (``run_namespaces``), the local ports of the embedded cluster's processes
   (``run_local_ports``: Kueue's webhook, metrics and health ports, Prometheus, the simulated DCGM exporter), the
@@ -35,6 +35,12 @@ Pure logic, no cluster access. The rules, one place each:
   default): the kernel picks a free port of that range as the local end of every outgoing connection (the API
   server's and etcd's among them), so a listener there fails now and then with "address already in use"
   (Linux ``ip(7)``, ``ip_local_port_range``; https://docs.kernel.org/networking/ip-sysctl.html).
+- **The connection** (``connection``): the kubeconfig and context every task of the run reaches the cluster with,
+  never the user's current context by accident: ``cluster_kubeconfig`` when given (required for ``existing``), else
+  the provider's own file (kwok: ``<state_dir>/kwok/clusters/<cluster_name>/kubeconfig.yaml``, where kwokctl
+  writes it; kind: ``~/.kube/fairgpu-kind.yaml``, where the cluster role has kind write it); ``cluster_context``
+  (empty: the file's current context). ``auth`` is what the playbooks' ``module_defaults`` give every module of the
+  action group ``fairgpu.tenancy.cluster`` (kubernetes.core's ``kubeconfig`` and ``context`` options).
 - **Loopback only on the embedded cluster** (``loopback_errors``): nothing of ``cluster_provider: kwok`` may dial
   off the machine, so a mode or chart that makes helm fetch from a chart repository or an OCI registry is refused
   before anything runs: ``gpu_operator_mode: helm`` (the NVIDIA chart repository), ``monitoring_mode: helm`` with
@@ -52,6 +58,7 @@ import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.chart import chart_ref_kind
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY
 
 PATHS = ("kueue", "mig")
 DEFAULT_PATH = "kueue"
@@ -101,6 +108,20 @@ MOVED_VARIABLES = {
     "monitoring_toolchain_cache": "run_toolchain_cache",
     "gpu_operator_mig_config_name": "nothing: the MIG manager's ConfigMap is always " + MIG_PARTED_CONFIG_NAME,
     "mig_config_configmap_name": "nothing: the MIG manager's ConfigMap is always " + MIG_PARTED_CONFIG_NAME,
+    # The embedded cluster became the lab's role (roles/lab_cluster), teardown's confirmation its own role's.
+    "cluster_kwok_node_pools": "lab_cluster_node_pools",
+    "cluster_kwok_apiserver_port": "lab_cluster_apiserver_port",
+    "cluster_kwok_pod_security_defaults": "lab_cluster_pod_security_defaults",
+    "cluster_kwok_pod_security_exemptions": "lab_cluster_pod_security_exemptions",
+    "cluster_kwok_create_lock": "lab_cluster_create_lock",
+    "cluster_kwok_workdir": "run_state_dir (the embedded clusters are under <run_state_dir>/kwok)",
+    "cluster_kubernetes_version": "lab_cluster_kubernetes_version",
+    "cluster_etcd_version": "lab_cluster_etcd_version",
+    "cluster_kwok_version": "lab_cluster_kwok_version",
+    "cluster_kind_kubeconfig": "cluster_kubeconfig (empty: kind's own file ~/.kube/fairgpu-kind.yaml)",
+    "cluster_teardown_confirm": "teardown_confirm",
+    "cluster_teardown_uninstall_releases": "teardown_uninstall_releases",
+    "cluster_teardown_wait_timeout": "teardown_wait_timeout",
 }
 # The smallest port a user process may bind without privileges.
 UNPRIVILEGED_PORT = 1024
@@ -208,10 +229,34 @@ def _merged(given, defaults, variable, errors):
     return merged
 
 
+KIND_KUBECONFIG = "~/.kube/fairgpu-kind.yaml"
+
+
+def connection(provider, cluster_name, state_dir, kubeconfig="", context=""):
+    """``{"kubeconfig": path, "context": name or "", "auth": {kubeconfig, context if any}}`` of the inventory host's
+    cluster (the rule in the module docstring); ``{"errors": [str]}`` added when provider ``existing`` has no
+    kubeconfig."""
+    errors = []
+    if not _blank(kubeconfig):
+        path = str(kubeconfig)
+    elif provider == "existing":
+        errors.append("cluster_kubeconfig: provider 'existing' needs the path of a kubeconfig that reaches the cluster")
+        path = ""
+    elif provider == "kind":
+        path = KIND_KUBECONFIG
+    else:
+        path = "%s/kwok/clusters/%s/kubeconfig.yaml" % (str(state_dir or "").rstrip("/"), cluster_name)
+    context = "" if _blank(context) else str(context)
+    auth = {"kubeconfig": path}
+    if context:
+        auth["context"] = context
+    return {"kubeconfig": path, "context": context, "auth": auth, "errors": errors}
+
+
 def run_settings(playbook, provider, requested_path=None, recorded_path=None, inventory_path=None,
                  mig_strategy=None, cluster="", cluster_name="fairgpu", local_ports=None, namespaces=None,
                  ephemeral_ports="", state_dir="", toolchain_cache="", versions=None, host_variables=(),
-                 mode_overrides=None, helm_binary="", chart_settings=None):
+                 mode_overrides=None, helm_binary="", chart_settings=None, kubeconfig="", context=""):
     """The run's settings for one inventory host.
 
     ``playbook``: one of PLAYBOOKS. ``provider``: ``cluster_provider``. ``requested_path``: ``-e path`` (None or ""
@@ -231,14 +276,15 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
     the helm modes and of teardown's uninstalls ("": ``helm`` on PATH; on the embedded cluster the toolchain's
     helm, built when a role first needs it). ``chart_settings``: the host's chart variables the loopback rule and
     the Pod Security rows read (``loopback_errors``, ``cluster.pod_security.rows``; None: the roles' defaults).
+    ``kubeconfig``, ``context``: ``cluster_kubeconfig`` and ``cluster_context`` (``connection``).
 
     Returns ``{"errors": [str], "playbook", "cluster", "cluster_name", "path", "path_source", "provider", "modes":
     {"gpu_operator", "kueue", "monitoring"}, "mig_strategy", "nodes_source": "live" | "node_pools", "namespaces":
     {"kueue", "gpu_operator", "monitoring"}, "mig_parted_config_name": the MIG manager's ConfigMap, "local":
     {"ports": {name: int}, "state_dir", "toolchain_cache", "kueue_ca_dir"}, "versions": {NAME: value},
-    "helm_binary": str, "pod_security": [cluster.pod_security.rows row]}``; the run
-    role adds ``"connection": {"kubeconfig", "context"}``. Errors name the variable and the fix; with errors the
-    other keys hold the defaults and must not be used.
+    "helm_binary": str, "pod_security": [cluster.pod_security.rows row], "connection": ``connection``'s result
+    without its errors, "record": the ConfigMap ``run_record`` makes}``. Errors name the variable and the fix; with
+    errors the other keys hold the defaults and must not be used.
     """
     errors = []
     if playbook not in PLAYBOOKS:
@@ -306,13 +352,17 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         errors.extend(local_port_errors(ports, ephemeral_range(ephemeral_ports)))
     ports = dict((name, int(value) if _is_port(value) else value) for name, value in ports.items())
     state_dir = str(state_dir or "").rstrip("/")
+    reached = connection(provider, cluster_name, state_dir, kubeconfig, context)
+    unreachable = reached.pop("errors")
+    if playbook != "render":  # render.yml reaches no cluster
+        errors.extend(unreachable)
     if helm_binary is None:
         helm_binary = ""
     if not isinstance(helm_binary, str) or (helm_binary.strip() and not helm_binary.startswith(("/", "~"))):
         errors.append("run_helm_binary: %r is not the absolute path of a helm client; give one (such as "
                       "/usr/local/bin/helm) or leave it empty for helm on PATH" % (helm_binary,))
         helm_binary = ""
-    return {
+    settings = {
         "errors": errors, "playbook": playbook, "cluster": cluster, "cluster_name": cluster_name, "path": path,
         "path_source": path_source, "provider": provider, "modes": modes, "mig_strategy": strategy,
         "nodes_source": nodes_source,
@@ -326,7 +376,10 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         # cluster role's pre-check and each role's namespace task.
         "pod_security": pod_security.rows(modes, namespaces, charts["monitoring_install_chart"],
                                           charts["kueue_extra_values"]),
+        "connection": reached,
     }
+    settings["record"] = run_record(settings, MANAGED_BY)
+    return settings
 
 
 def run_record(settings, labels=None):
