@@ -19,7 +19,7 @@ pod again: those already admitted hold their devices, the others are decided in 
 
     kubelet_sim.py --kubeconfig FILE [--context NAME]
 
-The cluster role (provider kwok) starts it under start-stop-daemon with PYTHONPATH pointing at a directory that
+The lab_cluster role starts it (module local_service) with PYTHONPATH pointing at a directory that
 holds ansible_collections/fairgpu/tenancy.
 """
 

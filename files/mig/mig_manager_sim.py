@@ -14,7 +14,7 @@ one reads its mounted file.
     mig_manager_sim.py --kubeconfig FILE [--context NAME] [--namespace gpu-operator] [--configmap NAME] [--strategy mixed]
                        [--delay 2] [--interval 0.5]
 
-The mig_config role starts it under start-stop-daemon with PYTHONPATH pointing at a directory that holds
+The mig_config role starts it (module local_service) with PYTHONPATH pointing at a directory that holds
 ansible_collections/fairgpu/tenancy.
 """
 

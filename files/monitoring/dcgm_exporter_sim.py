@@ -10,7 +10,7 @@ failed read of the cluster answers 500, so Prometheus marks the target down inst
 
     dcgm_exporter_sim.py --kubeconfig FILE [--context NAME] [--host 127.0.0.1] [--port 9400]
 
-The monitoring role starts it under start-stop-daemon with PYTHONPATH pointing at a directory that holds
+The monitoring role starts it (module local_service) with PYTHONPATH pointing at a directory that holds
 ansible_collections/fairgpu/tenancy.
 """
 

@@ -59,7 +59,7 @@ def test_job_creation_is_refused_while_kueue_is_down(batch):
         run = playbook("site.yml")
     assert run.rc == 0, run.messages()
     changed = run.changed_tasks()
-    assert len(changed) == 1 and "Start the Kueue controller" in changed[0], changed
+    assert len(changed) == 1 and "Run the Kueue controller" in changed[0], changed
 
 
 KUEUE_DIR = os.path.expanduser("~/.local/share/fairgpu/kueue/%s" % CLUSTER)
@@ -102,8 +102,8 @@ def test_a_changed_setting_restarts_kueue_and_hand_edits_are_listed_then_repaire
     restarted = [t for t in run.changed_tasks() if "Kueue" in t]
     assert [t.split(" : ", 1)[-1] for t in restarted] == [
         "Write Kueue's configuration", "Say what differed in Kueue's Configuration (repaired)",
-        "Write the Kueue process's command line",
-        "Stop the local Kueue controller", "Start the Kueue controller, logging to kueue.log in %s" % KUEUE_DIR], restarted
+        "Run the Kueue controller, restarted when its command line, Configuration, kubeconfig or certificates change "
+        "(log kueue.log in %s)" % KUEUE_DIR], restarted
     after, args = _kueue_process(KUEUE_DIR)
     assert after != before
     assert "--feature-gates=LocalQueueMetrics=true,VisibilityOnDemand=false" in args, args

@@ -370,8 +370,9 @@ def test_existing_cluster_teardown_without_confirmation_changes_nothing(watch, u
 
 def test_existing_cluster_teardown_stops_before_anything_while_the_local_kueue_is_down(watch, user_objects):
     """The local Kueue crashed (SIGKILL, its pid file left behind): a confirmed teardown removes nothing and says
-    how to go on, instead of waiting out every deletion (Kueue's finalizers) and stopping half-way. Then Kueue is
-    started again the way the kueue role starts it (start-stop-daemon, the same arguments)."""
+    how to go on, instead of waiting out every deletion (Kueue's finalizers) and stopping half-way. Then a person
+    starts Kueue again by hand with the same arguments (start-stop-daemon writes the pid file in the format the
+    kueue role's local_service reads, so the next site.yml takes it for its own)."""
     project, target = watch["project"], watch["target"]
     workdir = LOCAL_WORKDIRS[0]
     with open(os.path.join(workdir, "kueue.pid")) as handle:
