@@ -11,7 +11,7 @@ TEMPLATES = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "cluste
 def render(**variables):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     env.filters["bool"] = lambda value: str(value).lower() in ("1", "true", "yes", "on")
-    defaults = dict(ansible_managed="managed", cluster_name="fairgpu", cluster_kind_node_image="kindest/node:v1.36.3",
+    defaults = dict(ansible_managed="managed", run_settings={"cluster_name": "fairgpu"}, cluster_kind_node_image="kindest/node:v1.36.3",
                     cluster_kind_workers=2, cluster_gpu_passthrough=False)
     defaults.update(variables)
     return yaml.safe_load(env.get_template("kind-config.yaml.j2").render(**defaults))
