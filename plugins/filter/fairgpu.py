@@ -12,10 +12,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import gpu
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import kubeconfig as cluster_kubeconfig
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod_security
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import versions
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import configuration as kueue_configuration
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import objects as kueue_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
@@ -28,7 +26,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes a
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import spec as tenant_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
 
@@ -69,7 +66,6 @@ class FilterModule(object):
             "pod_security_admission_configuration_errors": pod_security.admission_configuration_errors,
             "fleet_errors": fleet.fleet_errors,
             "helm_chart_source": helm_release.chart_source,
-            "helm_owned_keys": helm_release.owned_keys,
             "fleet_policy_errors": fleet.policy_errors,
             "fleet_batches": fleet.batches,
             "kubeconfig_context_errors": cluster_kubeconfig.context_errors,
@@ -77,7 +73,6 @@ class FilterModule(object):
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_node_spec": cluster_spec.node_spec,
-            "node_pool_gpus": cluster_spec.total_gpus,
             "ready_node_names": cluster_spec.ready_node_names,
             "kwok_stages": simulated_kubelet.kwok_stages,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
@@ -93,10 +88,6 @@ class FilterModule(object):
             "kueue_configuration_differences": kueue_configuration.configuration_differences,
             "drift_lines": drift.difference_lines,
             "gpu_operator_cluster_policy_fields": gpu_operator_values.cluster_policy_fields,
-            "tenant_errors": tenant_spec.tenant_errors,
-            "isolation_errors": kueue_objects.isolation_errors,
-            "isolation_policy": kueue_objects.isolation_policy,
-            "node_pool_capacity": cluster_spec.pool_capacity,
             "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,
             "kustomize_tree": manifests.kustomize_tree,
             "mig_config_document": mig_nodes.config_document,
@@ -115,6 +106,5 @@ class FilterModule(object):
             "mig_result": validation.mig_result,
             "nvidia_smi_list": nvidia_smi.parse_list,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
-            "versions_env": versions.versions_env,
             "replay_tenant_queues": replay_schedule.tenant_queues,
         }

@@ -15,7 +15,6 @@ class FilterModule(object):
         return {
             "teardown_queries": teardown.queries,
             "teardown_plan": teardown.teardown_plan,
-            "helm_release_marker": teardown.release_marker,
             "kubeconfig_server": teardown.kubeconfig_server,
             "teardown_local_webhook": teardown.local_webhook_prefix,
         }

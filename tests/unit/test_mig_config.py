@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import node_pools as cluster_spec
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import info as mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import node as simulated_node
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import mig_result
@@ -115,9 +116,13 @@ def test_nvidia_smi_summary_of_a_real_node():
 
 def test_pool_capacity_on_the_mig_path():
     pools = [{"name": "gpu", "count": 2, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti"}]
-    assert cluster_spec.pool_capacity(pools, "mixed", DOC, NAME)["nvidia.com/mig-2g.20gb"] == 32
-    assert "nvidia.com/gpu" not in cluster_spec.pool_capacity(pools, "mixed", DOC, NAME)
-    assert cluster_spec.pool_capacity(pools)["nvidia.com/gpu"] == 16
+
+    def capacity(*mig):
+        return tenant_plan.cluster_capacity(cluster_spec.pool_gpu_nodes(pools, *mig))["resources"]
+
+    assert capacity("mixed", DOC, NAME)["nvidia.com/mig-2g.20gb"] == 32
+    assert "nvidia.com/gpu" not in capacity("mixed", DOC, NAME)
+    assert capacity()["nvidia.com/gpu"] == 16
     nodes = cluster_spec.pool_gpu_nodes(pools, "mixed", DOC, NAME)
     assert nodes[0]["status"]["allocatable"]["nvidia.com/mig-2g.20gb"] == "16"
     assert mig_nodes.node_result_errors(DOC, NAME, [node(labels={"nvidia.com/mig.config.state": "success"},

@@ -182,11 +182,12 @@ def test_cpu_and_memory_guarantees_must_fit_the_nodes():
 
 
 def test_checks_before_any_cluster_from_the_node_pools():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import pool_capacity
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import pool_gpu_nodes
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import capacity_totals, cluster_capacity
 
     pools = [{"name": "gpu", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
               "memory": "1Ti"}]
-    capacity = pool_capacity(pools)
+    capacity = capacity_totals(cluster_capacity(pool_gpu_nodes(pools)))
     assert capacity == {"nvidia.com/gpu": 16, "cpu": 192000, "memory": 2 * 2 ** 40, "pods": 200,
                         "per_node": {"nvidia.com/gpu": 8}}
     assert tenant_errors(TEAMS, capacity=capacity) == []

@@ -29,7 +29,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import apply_sharing
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity, parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label, is_whole_number
@@ -170,20 +169,6 @@ def node_spec(node):
     if taints:
         spec["taints"] = taints
     return spec
-
-
-def pool_capacity(pools, mig_strategy="single", mig_config=None, mig_config_name=None,
-                  pods_reserved_per_node=tenant_plan.DEFAULT_PODS_RESERVED_PER_NODE):
-    """What valid pools offer in all, in the shape ``tenant_spec.tenant_errors`` takes (``tenant_plan.
-    capacity_totals`` of the pools' nodes as ``pool_gpu_nodes`` builds them, so the pre-check counts exactly as
-    the plan of the live nodes will). Raises MigLayoutError for a MIG config that does not fit the pools' GPUs."""
-    nodes = pool_gpu_nodes(pools, mig_strategy, mig_config, mig_config_name)
-    return tenant_plan.capacity_totals(tenant_plan.cluster_capacity(nodes, pods_reserved_per_node))
-
-
-def total_gpus(pools):
-    """Whole GPUs over all pools (int)."""
-    return sum(pool["count"] * pool["gpu_count"] for pool in pools)
 
 
 def ready_node_names(nodes):
