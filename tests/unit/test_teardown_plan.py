@@ -257,14 +257,6 @@ def test_a_release_secret_that_cannot_be_read_is_kept():
     assert plan["uninstall"] == [] and plan["keep"][0]["what"].startswith("Helm release kueue-system/kueue")
 
 
-def test_release_marker_only_for_a_release_fairgpu_installs():
-    assert teardown.release_marker(None) == teardown.RELEASE_MARKER
-    assert teardown.release_marker({}) == teardown.RELEASE_MARKER
-    assert teardown.release_marker({"values": dict(teardown.RELEASE_MARKER, replicas=1)}) == teardown.RELEASE_MARKER
-    assert teardown.release_marker({"values": {"replicas": 1}}) == {}
-    assert teardown.release_marker({"values": None}) == {}
-
-
 def test_kubeconfig_server():
     kubeconfig = {"current-context": "a",
                   "contexts": [{"name": "a", "context": {"cluster": "ca"}}, {"name": "b", "context": {"cluster": "cb"}}],

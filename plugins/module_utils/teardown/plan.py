@@ -294,15 +294,6 @@ def marked(values):
     return isinstance(mark, dict) and mark.get("installedBy") == RELEASE_MARKER[key]["installedBy"]
 
 
-def release_marker(status):
-    """The values to add when a role installs or upgrades its release: ``RELEASE_MARKER`` when the release is
-    not there yet (``status``: ``kubernetes.core.helm_info``'s ``status``, empty when absent) or already carries
-    it; nothing for a release someone else installed, which fairgpu then upgrades but never claims."""
-    if not status:
-        return dict(RELEASE_MARKER)
-    return dict(RELEASE_MARKER) if marked(status.get("values")) else {}
-
-
 def confirmed_hosts(confirm):
     """The host names ``-e teardown_confirm=`` gives: one name, several separated by commas, or a list."""
     if isinstance(confirm, (list, tuple)):
