@@ -23,7 +23,7 @@ TEAMS = [{"name": "team-a", "gpus": 8, "namespaces": ["team-a", "team-a-dev"]}, 
 
 def test_layout_base_and_one_directory_per_tenant():
     objects = tenant_plan(TEAMS, NODES)["objects"]
-    tree = kustomize_tree(objects, {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+    tree = kustomize_tree(objects, {"configuration": {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}})
     top = yaml.safe_load(tree["kustomization.yaml"])
     assert top["resources"] == ["base", "tenants/team-a", "tenants/team-b"]
     base = yaml.safe_load(tree["base/kustomization.yaml"])["resources"]

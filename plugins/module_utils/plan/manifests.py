@@ -129,16 +129,15 @@ def kueue_component(configuration, feature_gates=None, namespace="kueue-system",
     return files
 
 
-def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-system", monitoring_objects=None,
-                   kueue_feature_gates=None, kueue_chart_values=None):
+def kustomize_tree(objects, kueue=None, monitoring_objects=None):
     """Lay ``objects`` (manifest dicts as the roles apply them) out as a kustomize tree.
 
     A namespaced object goes to the directory of the tenant that owns its namespace (the Namespace's
     ``fairgpu.io/tenant`` label); cluster-scoped objects and those of platform namespaces (the MIG manager's
-    ConfigMap in the GPU Operator's namespace) go to ``base/``. ``kueue_configuration``: Kueue's
-    ``config.kueue.x-k8s.io`` Configuration dict for an in-cluster Kueue (None: no ``kueue/`` directory), with
-    ``kueue_feature_gates`` (name -> bool) and ``kueue_chart_values`` (see ``kueue_component``);
-    ``monitoring_objects``: the monitoring role's objects for the Prometheus Operator (None or []: no
+    ConfigMap in the GPU Operator's namespace) go to ``base/``. ``kueue``: an in-cluster Kueue's
+    ``{"configuration": config.kueue.x-k8s.io Configuration dict, "namespace": str (default kueue-system),
+    "feature_gates": name -> bool, "chart_values": dict}`` (see ``kueue_component``; None: no ``kueue/``
+    directory); ``monitoring_objects``: the monitoring role's objects for the Prometheus Operator (None or []: no
     ``monitoring/`` directory). Returns ``{relative path: file text}``.
     """
     owners = {o["metadata"]["name"]: o["metadata"]["labels"][TENANT_LABEL]
@@ -157,9 +156,9 @@ def kustomize_tree(objects, kueue_configuration=None, kueue_namespace="kueue-sys
     tree["kustomization.yaml"] = _kustomization(
         ["base"] + sorted(d for d in dirs if d != "base"),
         "fairgpu's objects; apply after Kueue (installed with kueue/): kubectl apply -k <this directory>")
-    if kueue_configuration is not None:
-        for name, text in kueue_component(kueue_configuration, kueue_feature_gates, kueue_namespace,
-                                          kueue_chart_values).items():
+    if kueue is not None:
+        for name, text in kueue_component(kueue["configuration"], kueue.get("feature_gates"),
+                                          kueue.get("namespace") or "kueue-system", kueue.get("chart_values")).items():
             tree["kueue/" + name] = text
     if monitoring_objects:
         names = []
