@@ -40,12 +40,12 @@ $(VENV)/.installed: requirements.txt requirements-test.txt
 setup: $(VENV)/.installed .collections/ansible_collections/fairgpu/tenancy
 
 toolchain:
-	bash files/toolchain/toolchain.sh ensure >/dev/null
+	bash files/lab/toolchain/toolchain.sh ensure >/dev/null
 
 # The Prometheus Operator and its CRDs, which only tests/integration/test_77_prometheus_operator.py needs (built once,
 # cached like the rest; docs/lab.md "Toolchain").
 toolchain-prometheus-operator:
-	bash files/toolchain/toolchain.sh ensure prometheus-operator >/dev/null
+	bash files/lab/toolchain/toolchain.sh ensure prometheus-operator >/dev/null
 
 run: setup toolchain site validate
 
@@ -81,7 +81,7 @@ sanity: setup
 # The alert rules: promtool (built by the toolchain) checks the rule file and runs its tests; then the rule file with
 # FairgpuGpuPodOutsideTenants' for: below one scrape interval, whose test shows that for: firing falsely.
 rules: setup
-	set -o pipefail; promtool=$$(bash files/toolchain/toolchain.sh ensure prometheus | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["binaries"]["promtool"])'); \
+	set -o pipefail; promtool=$$(bash files/lab/toolchain/toolchain.sh ensure prometheus | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["binaries"]["promtool"])'); \
 	  $$promtool check rules files/monitoring/fairgpu-alerts.rules.yml && $$promtool test rules tests/rules/fairgpu-alerts.test.yml && \
 	  short=$$(mktemp -d) && trap 'rm -rf "$$short"' EXIT && cp tests/rules/fairgpu-alerts-short-for.test.yml "$$short/" && \
 	  PYTHONPATH=.collections $(BIN)/python -c 'import sys; from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import rules_with_for; sys.stdout.write(rules_with_for(sys.stdin.read(), {"FairgpuGpuPodOutsideTenants": "15s"}))' \

@@ -5,7 +5,7 @@
 controller (documentation: plugins/modules/run_settings.py).
 
 One call of ``plan/resolve.py``'s ``run_settings`` with the role's variables, the pinned versions
-(files/toolchain/versions.env) and this machine's ephemeral port range; for the playbooks that follow what
+(files/lab/toolchain/versions.env) and this machine's ephemeral port range; for the playbooks that follow what
 ``site.yml`` recorded (tenants, validate, replay) the record is read first (kubernetes.core.k8s_info through the
 host's own kubeconfig and context), so the resolver runs once with it. Sets the fact ``run_settings``; fails with
 every error of the resolver, one a line, before anything changes.
@@ -22,7 +22,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.versions import versions_env
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 
-VERSIONS_ENV = os.path.join(os.path.dirname(__file__), "..", "..", "files", "toolchain", "versions.env")
+VERSIONS_ENV = os.path.join(os.path.dirname(__file__), "..", "..", "files", "lab", "toolchain", "versions.env")
 EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
 
 ARGUMENT_SPEC = dict(

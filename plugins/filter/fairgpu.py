@@ -21,7 +21,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import helm_r
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import kubelet as simulated_kubelet
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import kubelet as simulated_kubelet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait

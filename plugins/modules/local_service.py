@@ -193,8 +193,8 @@ EXAMPLES = r"""
     environment:
       PYTHONPATH: "{{ cluster_kubelet_workdir }}/lib"
     restart_on:
-      - "{{ cluster_collection_root }}/files/kubelet/kubelet_sim.py"
-      - "{{ cluster_collection_root }}/plugins/module_utils/simulated/kubelet.py"
+      - "{{ cluster_collection_root }}/files/lab/kubelet_sim.py"
+      - "{{ cluster_collection_root }}/plugins/module_utils/lab/kubelet.py"
 
 - name: Stop the simulated MIG manager
   fairgpu.tenancy.local_service:

@@ -127,7 +127,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
     MIG_STATE_LABEL,
     SimulatedNodeError,
     desired_node,

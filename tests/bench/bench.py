@@ -53,7 +53,7 @@ def timed(cmd, runs=RUNS):
 
 
 def toolchain():
-    out = subprocess.run(["bash", "files/toolchain/toolchain.sh", "manifest"], cwd=ROOT, capture_output=True,
+    out = subprocess.run(["bash", "files/lab/toolchain/toolchain.sh", "manifest"], cwd=ROOT, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout)
 

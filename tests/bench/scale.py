@@ -78,7 +78,7 @@ ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
 
 
 def kueue_version():
-    with open(os.path.join(ROOT, "files", "toolchain", "versions.env")) as handle:
+    with open(os.path.join(ROOT, "files", "lab", "toolchain", "versions.env")) as handle:
         for line in handle:
             if line.startswith("KUEUE_VERSION="):
                 return line.split("=", 1)[1].strip()

@@ -21,7 +21,7 @@ import yaml
 from conftest import ROOT
 
 BIN = os.path.dirname(sys.executable)
-TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest",
+TOOLCHAIN = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest",
                                        "kubernetes", "etcd", "kwok"], capture_output=True, text=True,
                                       check=True).stdout)
 KUBECTL = TOOLCHAIN["binaries"]["kubectl"]
@@ -197,7 +197,7 @@ class KwokCluster:
 def gpu_node(name, product=None, gpus=0):
     """A kwok Node as the cluster role's kwok provider makes one (roles/cluster/templates/kwok-nodes.yaml.j2): kwok's
     fake-node annotation (kwok.x-k8s.io/node: fake, kwok v0.8.0 docs "kwok-controller"), and for a GPU machine the
-    simulated hardware the gpu_operator role's simulated mode publishes (plugins/module_utils/simulated/node.py)."""
+    simulated hardware the gpu_operator role's simulated mode publishes (plugins/module_utils/lab/node.py)."""
     annotations = {"kwok.x-k8s.io/node": "fake"}
     if product:
         annotations.update({"fairgpu.io/simulated-gpu-product": product, "fairgpu.io/simulated-gpu-count": str(gpus)})

@@ -203,7 +203,7 @@ class Watcher(threading.Thread):
 
 
 def toolchain_cache():
-    """Where the toolchain's binaries are (files/toolchain/toolchain.sh: FAIRGPU_CACHE, else ~/.cache/fairgpu)."""
+    """Where the toolchain's binaries are (files/lab/toolchain/toolchain.sh: FAIRGPU_CACHE, else ~/.cache/fairgpu)."""
     return os.path.realpath(os.environ.get("FAIRGPU_CACHE") or os.path.expanduser("~/.cache/fairgpu"))
 
 

@@ -76,7 +76,7 @@ def test_kwokctl_downloads_nothing(cluster, tmp_path):
 
     from conftest import CLUSTER, KWOK_WORKDIR, ROOT
 
-    tc = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files/toolchain/toolchain.sh"), "manifest"],
+    tc = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files/lab/toolchain/toolchain.sh"), "manifest"],
                                    capture_output=True, text=True, check=True).stdout)
 
     def dry_run(*args):

@@ -1,4 +1,4 @@
-"""The simulated kubelets refuse what a real kubelet refuses (plugins/module_utils/simulated/kubelet.py): pods
+"""The simulated kubelets refuse what a real kubelet refuses (plugins/module_utils/lab/kubelet.py): pods
 bound by nodeName past the node's free GPUs are Failed by the device manager's admission, and a deleted pod that
 a finalizer keeps stops, is Failed and frees its GPU while its object stays. As an admin, in a namespace that is
 no tenant's (tenant namespaces refuse bare pods)."""

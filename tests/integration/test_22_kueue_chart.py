@@ -49,7 +49,7 @@ AS_EXISTING = {"cluster_provider": "existing", "cluster_kubeconfig": KUBECONFIG,
 
 
 def toolchain(component):
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", component],
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "ensure", component],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

@@ -104,7 +104,7 @@ def test_apply_k_on_a_fresh_cluster_builds_what_site_built(tree):
 
 
 def toolchain(component):
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", component],
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "ensure", component],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

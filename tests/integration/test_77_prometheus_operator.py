@@ -72,7 +72,7 @@ CHART_PROMETHEUS = RELEASE + "-prometheus"
 
 
 def toolchain():
-    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure",
+    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "ensure",
                            "prometheus-operator"], capture_output=True, text=True, check=False, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -455,7 +455,7 @@ def hardened(applied, tmp_path_factory):
     again = run_role(OMIT)
     new = ["%s-fairgpu-kueue-alerts-" % KUEUE_NS, "%s-fairgpu-gpu-alerts-" % DCGM_NS]
     after = rule_files_with(applied, ENFORCED, new, [old])
-    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure", "prometheus"],
+    proc = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "ensure", "prometheus"],
                           capture_output=True, text=True, check=False, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     applied["promtool"] = json.loads(proc.stdout)["binaries"]["promtool"]

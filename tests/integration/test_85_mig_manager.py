@@ -1,6 +1,6 @@
 """The MIG manager's race on the integration cluster (issue 13 item 5): after test_80 left every GPU split into
 two 2g.20gb devices (state success), the mig_config role relabels the nodes while the background simulated MIG
-manager (files/mig/mig_manager_sim.py) plays NVIDIA mig-parted v0.13.1's sequences with a delay.
+manager (files/lab/mig_manager_sim.py) plays NVIDIA mig-parted v0.13.1's sequences with a delay.
 
 - An already-applied layout under another name goes stale success -> success with no pending: a wait that looks
   for a change of state would hang (here: time out and fail).

@@ -70,7 +70,7 @@ PLATFORM_FRAMEWORKS = ["batch/job", "kubeflow.org/pytorchjob", "ray.io/rayjob"]
 
 
 def toolchain(*components):
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "ensure"] + list(components),
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "ensure"] + list(components),
                          check=True, capture_output=True, text=True, timeout=3600).stdout
     return json.loads(out)
 

@@ -57,7 +57,7 @@ def test_direct_query_replaces_grafana_variables_only():
 
 
 def promtool():
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest", "prometheus"],
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest", "prometheus"],
                          check=False, capture_output=True, text=True)
     path = json.loads(out.stdout)["binaries"]["promtool"]
     return path if out.returncode == 0 and os.path.exists(path) else None

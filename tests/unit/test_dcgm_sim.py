@@ -10,8 +10,8 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import dcgm as dcgm_sim
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_gpus
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import dcgm as dcgm_sim
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_gpus
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "dcgm", "a100-40gb-mig-mixed-metrics.txt")
 

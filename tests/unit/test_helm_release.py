@@ -36,7 +36,7 @@ def gpu_operator_values(**inventory):
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "charts")
-with open(os.path.join(ROOT, "files", "toolchain", "versions.env")) as _handle:
+with open(os.path.join(ROOT, "files", "lab", "toolchain", "versions.env")) as _handle:
     VERSIONS = versions_env(_handle.read())
 
 

@@ -231,8 +231,7 @@ def test_every_setting_of_the_role_is_in_the_table():
     lists every Configuration setting of the role's defaults."""
     with open(os.path.join(ROOT, "roles", "kueue", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
-    mode_only = {"kueue_state", "kueue_version", "kueue_wait_timeout", "kueue_local_workdir",
-                 "kueue_local_metrics_cert_dir", "kueue_chart_ref", "kueue_chart_version", "kueue_release_name",
+    mode_only = {"kueue_state", "kueue_version", "kueue_wait_timeout", "kueue_chart_ref", "kueue_chart_version", "kueue_release_name",
                  "kueue_extra_values", "kueue_adopt"}
     assert set(defaults) - mode_only == {name for name, _where in settings.TABLE} == set(settings.DEFAULTS)
     assert docs_table_settings() == {name for name, _where in settings.TABLE}

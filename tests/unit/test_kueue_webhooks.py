@@ -47,7 +47,7 @@ def test_missing_configuration_is_reported():
 
 def test_upstream_manifests_of_the_pinned_kueue():
     """The real config/components/webhook/manifests.yaml of the pinned Kueue (from the toolchain cache)."""
-    out = subprocess.run(["bash", os.path.join(ROOT, "files/toolchain/toolchain.sh"), "manifest", "kueue"],
+    out = subprocess.run(["bash", os.path.join(ROOT, "files/lab/toolchain/toolchain.sh"), "manifest", "kueue"],
                          check=False, capture_output=True, text=True)
     if out.returncode != 0:
         pytest.skip("Kueue is not built yet (make toolchain)")

@@ -10,8 +10,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import nod
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import info as mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import node as simulated_node
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import node as simulated_node
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import mig_result
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -280,8 +280,8 @@ def test_the_simulated_manager_applies_the_selected_config_beside_a_misfit_one()
 def test_a_simulated_node_is_judged_from_its_own_lgip_and_lgipp():
     """The embedded cluster's nodes report -lgip and -lgipp like real ones (simulated/nvidia_smi.py): once
     partitioned, their own rows and placements decide, and fairgpu's layout still fits."""
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import NVIDIA_SMI_ANNOTATION
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_nvidia_smi
 
     for layout in ({"2g.20gb": 2}, None):
         outputs = simulated_nvidia_smi("gpu-node-0", H100, 8, layout) if layout else simulated_nvidia_smi("gpu-node-0", H100, 8)

@@ -1,6 +1,6 @@
-"""The background simulated MIG manager (files/mig/mig_manager_sim.py) against a stand-in API server: it acts on the
+"""The background simulated MIG manager (files/lab/mig_manager_sim.py) against a stand-in API server: it acts on the
 label at start and on each change only, one request at a time per node, and plays the steps of
-plugins/module_utils/simulated/mig_manager.py through patches."""
+plugins/module_utils/lab/mig_manager.py through patches."""
 
 import copy
 import importlib.util

@@ -1,6 +1,6 @@
 """Issue 13 item 5: the mig_config role's wait (plugins/module_utils/mig/wait.py) against every sequence of the MIG
 manager's state label (NVIDIA/mig-parted v0.13.1 pkg/mig/reconfigure/reconfigure.go Run), played step by step by
-the simulated MIG manager's script (plugins/module_utils/simulated/mig_manager.py)."""
+the simulated MIG manager's script (plugins/module_utils/lab/mig_manager.py)."""
 
 import copy
 import json
@@ -10,8 +10,8 @@ import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import mig_manager
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import node as simulated_node
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import mig_manager
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import node as simulated_node
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 DEFAULT = "fairgpu-2x2g.20gb"

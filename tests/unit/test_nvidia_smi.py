@@ -25,7 +25,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi imp
     parse_query_gpu,
     profile_counts,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import (
     QUERY_GPU,
     simulated_gpus,
     simulated_nvidia_smi,

@@ -160,7 +160,7 @@ def test_unknown_model_without_its_report_says_what_is_missing():
 
 def test_simulated_lgipp_reads_back_as_the_catalogue_placements():
     from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MIG_MODELS
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_nvidia_smi
 
     outputs = simulated_nvidia_smi("gpu-node-0", "NVIDIA-H100-80GB-HBM3", 2, {"2g.20gb": 2})
     rows = parse_gpu_instance_placements(outputs["mig -lgipp"])

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.modules import nvidia_smi_mig_info as module
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import NVIDIA_SMI_ANNOTATION
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import QUERY_GPU
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import NVIDIA_SMI_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import QUERY_GPU
 from module_main import run_main
 from test_nvidia_smi import fixture
 

@@ -1,4 +1,4 @@
-"""The simulated kubelets (plugins/module_utils/simulated/kubelet.py, files/kubelet/kubelet_sim.py): the device
+"""The simulated kubelets (plugins/module_utils/lab/kubelet.py, files/lab/kubelet_sim.py): the device
 manager's admission in creation order, with its reason and message; devices held until the pod is terminal or
 gone; and kwok's stages as the embedded cluster gets them."""
 
@@ -11,7 +11,7 @@ import types
 import pytest
 import yaml
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import kubelet
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import kubelet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = importlib.util.spec_from_file_location("kubelet_sim", os.path.join(ROOT, "files", "kubelet", "kubelet_sim.py"))

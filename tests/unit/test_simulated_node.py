@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
     SimulatedNodeError,
     desired_gpu_state,
     node_patches,
@@ -41,7 +41,7 @@ def test_patches_only_what_differs_and_nothing_when_equal():
 def test_a_shared_node_publishes_replicas_as_the_gpu_operator_does():
     import json
 
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import desired_node
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import desired_node
 
     sharing = {"strategy": "time-slicing", "replicas": 4}
     desired = desired_node("ts-0", dict(HW, **{"fairgpu.io/simulated-gpu-sharing": json.dumps(sharing)}), {}, "single")

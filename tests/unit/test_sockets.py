@@ -74,8 +74,8 @@ def test_parse_and_judge_the_tables():
 
 @pytest.mark.parametrize("exe, argv, cluster", [
     ("/root/.cache/fairgpu/kubernetes-v1.36.3/bin/kube-apiserver", ["kube-apiserver", "--etcd-servers=x"], True),
-    ("/usr/bin/python3.11", ["python3", "/s/lib/ansible_collections/fairgpu/tenancy/files/kubelet/kubelet_sim.py"], True),
-    ("/usr/bin/python3.11", ["python3", "/x/files/monitoring/dcgm_exporter_sim.py", "--port=1"], True),
+    ("/usr/bin/python3.11", ["python3", "/s/lib/ansible_collections/fairgpu/tenancy/files/lab/kubelet_sim.py"], True),
+    ("/usr/bin/python3.11", ["python3", "/x/files/lab/dcgm_exporter_sim.py", "--port=1"], True),
     ("/opt/helm/helm", ["helm", "upgrade", "--install"], True),
     ("/usr/bin/curl", ["curl", "https://example.com"], False),
     ("/usr/bin/python3.11", ["python3", "-m", "pytest", "kubelet_sim.py"], False),
@@ -132,7 +132,7 @@ def test_this_machine_samples_cheaply():
 def test_the_watcher_names_what_it_watched(tmp_path):
     cache = str(tmp_path / "cache")
     fake_proc(tmp_path, 4242, [cache + "/kubernetes/bin/kube-apiserver"], cache + "/kubernetes/bin/kube-apiserver", [], TCP)
-    fake_proc(tmp_path, 4343, ["/usr/bin/python3", "/x/files/kubelet/kubelet_sim.py"], "/usr/bin/python3.11", [], TCP)
+    fake_proc(tmp_path, 4343, ["/usr/bin/python3", "/x/files/lab/kubelet_sim.py"], "/usr/bin/python3.11", [], TCP)
     seen = set()
     assert sockets.sample(cache, str(tmp_path), seen=seen) == []
     assert seen == {"kube-apiserver", "kubelet_sim.py"}

@@ -1,4 +1,4 @@
-"""files/toolchain/versions.env is the one place that names fairgpu's pinned versions: the toolchain and the
+"""files/lab/toolchain/versions.env is the one place that names fairgpu's pinned versions: the toolchain and the
 roles read it, and no role, plugin, playbook, inventory or molecule scenario pins one of them again."""
 
 import ast
@@ -15,7 +15,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.versions im
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VERSIONS_ENV = os.path.join(ROOT, "files", "toolchain", "versions.env")
+VERSIONS_ENV = os.path.join(ROOT, "files", "lab", "toolchain", "versions.env")
 with open(VERSIONS_ENV) as _handle:
     PINNED = versions_env(_handle.read())
 SCANNED = ("roles", "plugins", "playbooks", "inventories", "extensions", "meta")
@@ -25,7 +25,7 @@ def test_versions_env_is_read_as_toolchain_sh_reads_it():
     assert versions_env("# KUEUE_VERSION=v0\nA_B=v1.2.3\nlower=x\nC=x=y\n\nD\nE=\n") == {"A_B": "v1.2.3", "C": "x=y", "E": ""}
     assert {"KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUEUE_VERSION", "PROMETHEUS_VERSION",
             "GPU_OPERATOR_CHART_VERSION", "KUBE_PROMETHEUS_STACK_CHART_VERSION"} <= set(PINNED)
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "toolchain", "toolchain.sh"), "manifest"],
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest"],
                          env=dict(os.environ, FAIRGPU_CACHE="/nonexistent/fairgpu"),
                          check=False, capture_output=True, text=True, timeout=60)
     manifest = json.loads(out.stdout)["versions"]

@@ -26,7 +26,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import apply_sharing
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import apply_sharing
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS

@@ -34,7 +34,7 @@ GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 SHARED_PRODUCT_SUFFIX = "-SHARED"
 
-# --- Kueue (v1beta2, as pinned in files/toolchain/versions.env) ---------------------------------------------
+# --- Kueue (v1beta2, as pinned in files/lab/toolchain/versions.env) ---------------------------------------------
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -98,7 +98,7 @@ PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 YAML_LITERALS = {
     "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/validate/tasks/cleanup.yml", "roles/replay/tasks/main.yml"),
     "REPLAY_LABEL": ("roles/replay/tasks/main.yml",),
-    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/monitoring/tasks/local.yml",
+    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/lab_monitoring/tasks/process.yml",
                          "roles/validate/tasks/main.yml"),
     "QUEUE_LABEL": ("roles/validate/templates/load-jobs.yaml.j2",),
     "TENANT_LABEL": ("roles/validate/templates/load-jobs.yaml.j2",),

@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
-"""The pinned versions of ``files/toolchain/versions.env``, the one place that names them. Pure logic.
+"""The pinned versions of ``files/lab/toolchain/versions.env``, the one place that names them. Pure logic.
 
-The file is read as ``files/toolchain/toolchain.sh`` reads it: ``NAME=value`` lines whose name is upper-case
+The file is read as ``files/lab/toolchain/toolchain.sh`` reads it: ``NAME=value`` lines whose name is upper-case
 letters and underscores, the value everything after the first ``=``; comments and other lines are skipped.
 The roles read it through the ``fairgpu.tenancy.versions_env`` filter.
 """

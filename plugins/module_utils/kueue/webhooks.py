@@ -4,7 +4,7 @@
 """Kueue's admission webhook configurations for a Kueue controller that runs as a local process.
 
 Pure logic, no cluster access. Input: the documents of upstream's ``config/components/webhook/manifests.yaml``
-(read from the Kueue Go module at the pinned version by ``files/toolchain/toolchain.sh``). Output: the same
+(read from the Kueue Go module at the pinned version by ``files/lab/toolchain/toolchain.sh``). Output: the same
 webhooks as Kueue's kustomize/Helm install produces, with two differences only:
 
 - every ``clientConfig`` is ``{url: https://<host>:<port><path>, caBundle}`` instead of a Service

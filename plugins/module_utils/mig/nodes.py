@@ -25,7 +25,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     MANAGED_BY,
     MIG_RESOURCE_PREFIX,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
     ANNOTATION_PREFIX,
     MIG_STATE_LABEL as STATE_LABEL,
     NVIDIA_SMI_ANNOTATION,

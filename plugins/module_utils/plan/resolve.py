@@ -28,7 +28,7 @@ Pure logic, no cluster access. The rules, one place each:
 - **What one component needs of another**, so that no role reads another role's variables: the namespaces of Kueue,
   the GPU Operator and the monitoring (``run_namespaces``), the local ports of the embedded cluster's processes
   (``run_local_ports``: Kueue's webhook, metrics and health ports, Prometheus, the simulated DCGM exporter), the
-  machine's state directory and toolchain cache, and the pinned versions (``files/toolchain/versions.env``,
+  machine's state directory and toolchain cache, and the pinned versions (``files/lab/toolchain/versions.env``,
   read once).
 - **Local ports** (provider ``kwok`` only: the processes listen on 127.0.0.1 of this machine) are distinct and
   outside the kernel's ephemeral port range (``/proc/sys/net/ipv4/ip_local_port_range``, 32768-60999 by
@@ -122,6 +122,12 @@ MOVED_VARIABLES = {
     "cluster_teardown_confirm": "teardown_confirm",
     "cluster_teardown_uninstall_releases": "teardown_uninstall_releases",
     "cluster_teardown_wait_timeout": "teardown_wait_timeout",
+    # The lab's local processes became roles of their own (roles/lab_*); their working directories follow run_state_dir.
+    "kueue_local_workdir": "run_state_dir (the local Kueue's files are under <run_state_dir>/kueue/<cluster_name>)",
+    "kueue_local_metrics_cert_dir": "nothing: cmd/kueue reads its metrics certificate from /etc/kueue/metrics/certs",
+    "monitoring_local_workdir": "run_state_dir (the local monitoring's files are under <run_state_dir>/monitoring)",
+    "mig_config_simulated_workdir": "run_state_dir (the simulated MIG manager's files are under <run_state_dir>/mig-manager)",
+    "mig_config_simulated_delay": "lab_mig_manager_delay",
 }
 # The smallest port a user process may bind without privileges.
 UNPRIVILEGED_PORT = 1024

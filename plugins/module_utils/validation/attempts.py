@@ -19,7 +19,7 @@ An attempt (``Attempt``) has:
   ``QuotaStops``;
 - ``rule``: the upstream source of the rule that holds it. The Kueue sources were read at v0.19.2, the version
   pinned when the table was written; the rule texts say "at KUEUE_VERSION" rather than repeat the pin
-  (``files/toolchain/versions.env`` is the one place of versions);
+  (``files/lab/toolchain/versions.env`` is the one place of versions);
 - ``fresh`` (start once the probe's earlier Jobs, Workloads and pods are gone) and ``clean`` (whose probe Jobs to
   delete afterwards: ``TENANT``, ``OTHER``).
 """

@@ -38,7 +38,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_nvidia_smi
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_nvidia_smi
 
 ANNOTATION_PREFIX = "fairgpu.io/simulated-gpu-"
 LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"

@@ -4,7 +4,7 @@
 """Simulated NVIDIA DCGM exporter for the embedded cluster (kwok nodes have no GPUs to read).
 
 On every scrape of http://HOST:PORT/metrics it lists the simulated GPU nodes and the Running pods through the API
-server, keeps which pod holds which GPU (plugins/module_utils/simulated/dcgm.py) and answers with dcgm-exporter's metric
+server, keeps which pod holds which GPU (plugins/module_utils/lab/dcgm.py) and answers with dcgm-exporter's metric
 names, labels and units. Nothing else is published (no process or Python metrics), as with the real exporter. A
 failed read of the cluster answers 500, so Prometheus marks the target down instead of showing stale GPUs.
 
@@ -24,7 +24,7 @@ from kubernetes import client, config
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import dcgm as dcgm_sim
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import dcgm as dcgm_sim
 
 LOG = logging.getLogger("dcgm-exporter-sim")
 

@@ -5,7 +5,7 @@
 node's devices).
 
 It watches every pod through the API server and decides, for each pod bound to a node and not yet admitted,
-as the kubelet's device manager does (plugins/module_utils/simulated/kubelet.py): a pod whose devices fit what
+as the kubelet's device manager does (plugins/module_utils/lab/kubelet.py): a pod whose devices fit what
 the node's admitted active pods leave free gets condition ``PodReadyToStartContainers=True``; one that does not
 fit gets phase ``Failed``, reason ``UnexpectedAdmissionError`` and the kubelet's message, and a Warning Event.
 
@@ -34,7 +34,7 @@ import time
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.kubelet import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.kubelet import (
     REFUSED_REASON,
     Kubelets,
     admitted,

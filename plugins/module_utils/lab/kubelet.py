@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """What the embedded cluster's kubelets refuse, where kwok alone would run anything: the device manager's
 admission of a pod bound to a node, and the end of a deleted pod that carries a finalizer. Pure logic, no
-cluster access; ``files/kubelet/kubelet_sim.py`` plays it against the API server, and the cluster role's
+cluster access; ``files/lab/kubelet_sim.py`` plays it against the API server, and the cluster role's
 ``kwokctl.yaml.j2`` gives kwok the stages of ``kwok_stages``.
 
 Upstream (Kubernetes v1.36.3, ``pkg/kubelet``):

@@ -54,8 +54,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import LAYOUT_ANNOTATION
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.nvidia_smi import simulated_gpus
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import LAYOUT_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_gpus
 
 ANNOTATION_PRODUCT = "fairgpu.io/simulated-gpu-product"
 ANNOTATION_COUNT = "fairgpu.io/simulated-gpu-count"

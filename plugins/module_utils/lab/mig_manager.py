@@ -2,7 +2,7 @@
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
 """The simulated MIG manager's script: what NVIDIA's MIG manager does to a node after its ``nvidia.com/mig.config``
-label changes, as a list of steps for the background process ``files/mig/mig_manager_sim.py`` to play against
+label changes, as a list of steps for the background process ``files/lab/mig_manager_sim.py`` to play against
 the API server. Pure logic, no cluster access.
 
 Upstream (NVIDIA/mig-parted v0.13.1, the MIG manager of GPU Operator v25.10.x):
@@ -30,7 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
     LAYOUT_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,

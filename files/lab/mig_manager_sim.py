@@ -6,7 +6,7 @@
 Like the real manager (one pod per GPU node, NVIDIA/mig-parted cmd/nvidia-mig-manager), it runs in the
 background, follows the nodes' ``nvidia.com/mig.config`` label through the API server and, on the label's value
 at start and on every change of it, plays the MIG manager's sequence on that node
-(plugins/module_utils/simulated/mig_manager.py): the old state stays while it checks, then ``failed``, or
+(plugins/module_utils/lab/mig_manager.py): the old state stays while it checks, then ``failed``, or
 ``success`` for a config already applied, or ``pending`` [``rebooting``] then ``success`` or ``failed``, each
 step after the delay. It reads the mig-parted file from the MIG manager's ConfigMap at each request, as the real
 one reads its mounted file.
@@ -28,8 +28,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated import mig_manager
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.simulated.node import (
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import mig_manager
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
     ANNOTATION_PREFIX,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
