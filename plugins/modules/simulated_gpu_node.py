@@ -15,20 +15,18 @@ description:
   - The embedded cluster's stand-in for the node-level parts of the NVIDIA GPU Operator. It reads the
     simulated hardware of a kwok node (annotations C(fairgpu.io/simulated-gpu-product),
     C(fairgpu.io/simulated-gpu-count) and optionally C(fairgpu.io/simulated-gpu-memory-mib), written by the
-    C(fairgpu.tenancy.cluster) role) and sets what the real components set on a GPU node.
+    C(fairgpu.tenancy.lab_cluster) role) and sets what the real components set on a GPU node. The lab's role
+    C(fairgpu.tenancy.lab_gpu_operator) runs it.
   - Like the device plugin through the kubelet, C(status.capacity) and C(status.allocatable) get
     C(nvidia.com/gpu) (whole GPUs, an integer count).
   - Like GPU feature discovery, C(metadata.labels) get C(nvidia.com/gpu.product), C(.count), C(.memory) (MiB),
     C(.present), C(.family), C(.compute.major/minor), C(nvidia.com/mig.capable) and C(nvidia.com/mig.strategy),
     with the value shapes of real GFD label sets.
-  - With O(mig_config), it is also the MIG manager. A node labelled C(nvidia.com/mig.config=<name>) goes through
-    C(nvidia.com/mig.config.state=pending) to C(success) with the layout of config C(<name>). When that layout
-    cannot be created on the node's GPUs, the state is C(failed) and the node keeps its previous layout, as the
-    real manager does. The resources and labels then follow the strategy, as the device plugin and GFD publish
-    them. C(single) counts MIG devices as C(nvidia.com/gpu) (C(<model>-MIG-INVALID) for a layout unfit for
-    it). C(mixed) gives C(nvidia.com/mig-<profile>) per profile. The node's C(nvidia-smi) outputs, in the real
-    formats, go to annotation C(fairgpu.io/simulated-nvidia-smi), and the layout to
-    C(fairgpu.io/simulated-mig-layout).
+  - A node the lab's simulated MIG manager partitioned (annotation C(fairgpu.io/simulated-mig-layout),
+    files/lab/mig_manager_sim.py) keeps its layout; its resources and labels follow the strategy, as the device
+    plugin and GFD publish them. C(single) counts MIG devices as C(nvidia.com/gpu) (C(<model>-MIG-INVALID) for a
+    layout unfit for it). C(mixed) gives C(nvidia.com/mig-<profile>) per profile. The node's C(nvidia-smi) outputs,
+    in the real formats, go to annotation C(fairgpu.io/simulated-nvidia-smi).
   - Only those keys are touched; other labels and resources stay as they are, except the accelerator resources
     and GFD labels of an earlier layout, which are removed. Check mode and diff mode report exactly what would
     change.
@@ -57,11 +55,6 @@ options:
     type: str
     choices: [none, single, mixed]
     default: single
-  mig_config:
-    description:
-      - The MIG manager's mig-parted config (C(version), C(mig-configs)), as in its ConfigMap's C(config.yaml).
-        Omitted, MIG is off and the C(nvidia.com/mig.config) label is ignored.
-    type: dict
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -87,8 +80,8 @@ node:
   type: str
   sample: gpu-node-0
 nodes:
-  description: With O(names), one entry per node with the keys RV(node), C(changed), RV(labels), RV(resources),
-    RV(mig_state), RV(mig_errors) (and RV(diff) in diff mode) as a run with O(name) returns them.
+  description: With O(names), one entry per node with the keys RV(node), C(changed), RV(labels), RV(resources)
+    (and RV(diff) in diff mode) as a run with O(name) returns them.
   returned: with O(names)
   type: list
   elements: dict
@@ -103,16 +96,6 @@ resources:
   returned: success
   type: dict
   sample: {"nvidia.com/gpu": 8}
-mig_state:
-  description: The MIG manager's C(nvidia.com/mig.config.state) after the call; null without a MIG config label.
-  returned: success
-  type: str
-  sample: success
-mig_errors:
-  description: Why the selected MIG config could not be created (empty unless C(mig_state) is C(failed)).
-  returned: success
-  type: list
-  elements: str
 diff:
   description: With C(--diff), the labels, capacity and allocatable before and after (only the keys this module owns);
     with O(names), C(before) and C(after) map each node's name to its own.
@@ -128,7 +111,6 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
-    MIG_STATE_LABEL,
     SimulatedNodeError,
     desired_node,
     node_patches,
@@ -148,7 +130,6 @@ def argspec():
         name=dict(type="str"),
         names=dict(type="list", elements="str"),
         mig_strategy=dict(type="str", choices=["none", "single", "mixed"], default="single"),
-        mig_config=dict(type="dict"),
     )
     return spec
 
@@ -170,8 +151,7 @@ def publish(module, api, name):
     metadata, status = node.get("metadata") or {}, node.get("status") or {}
     annotations, current_labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
     try:
-        desired = desired_node(name, annotations, current_labels, module.params["mig_strategy"],
-                               module.params["mig_config"])
+        desired = desired_node(name, annotations, current_labels, module.params["mig_strategy"])
     except SimulatedNodeError as exc:
         raise NodeFailure(name, "node %r: %s" % (name, exc))
     labels, resources = desired["labels"], desired["resources"]
@@ -180,17 +160,13 @@ def publish(module, api, name):
     changed = bool(label_patch or status_patch or annotation_patch)
     if changed and not module.check_mode:
         try:
-            if desired["mig_state"] and current_labels.get(MIG_STATE_LABEL) != desired["mig_state"]:
-                # The MIG manager announces its work before it reconfigures the GPUs.
-                api.patch_node(name=name, body={"metadata": {"labels": {MIG_STATE_LABEL: "pending"}}})
             if status_patch:
                 api.patch_node_status(name=name, body={"status": status_patch})
             if label_patch or annotation_patch:
                 api.patch_node(name=name, body={"metadata": {"labels": label_patch, "annotations": annotation_patch}})
         except ApiException as exc:
             raise NodeFailure(name, "cannot patch node %r: %s %s" % (name, exc.status, exc.reason))
-    return dict(changed=changed, node=name, labels=labels, resources=resources, mig_state=desired["mig_state"],
-                mig_errors=desired["errors"], diff=diff)
+    return dict(changed=changed, node=name, labels=labels, resources=resources, diff=diff)
 
 
 def run(module, api):

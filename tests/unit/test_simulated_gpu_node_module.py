@@ -15,7 +15,7 @@ class Done(Exception):
 
 class FakeModule:
     def __init__(self, check_mode=False, diff=False, **params):
-        self.params = dict({"name": None, "names": None, "mig_strategy": "single", "mig_config": None}, **params)
+        self.params = dict({"name": None, "names": None, "mig_strategy": "single"}, **params)
         self.check_mode, self._diff = check_mode, diff
 
     def exit_json(self, **result):
