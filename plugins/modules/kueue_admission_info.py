@@ -344,28 +344,16 @@ timeline:
 """
 
 import copy
-import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import attribution
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import (
-    admission_info,
-    condition_met,
-    sample,
-    wait_for_errors,
-)
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, KUEUE_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import reader
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import wait_for_errors
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
-
-try:
-    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
-except ImportError:
-    # AnsibleK8SModule reports the missing library.
-    pass
 
 
 def argspec():
@@ -384,57 +372,11 @@ def argspec():
     return spec
 
 
-def list_items(client, kind, namespace=None):
-    resource = client.resource(kind, KUEUE_API)
-    return client.get(resource, namespace=namespace).to_dict().get("items", [])
-
-
-def read(module, client):
-    """Read the objects and summarise them; fails the module on API errors or unknown queues."""
-    params = module.params
-    namespaces = params["namespaces"]
-    try:
-        cluster_queues = list_items(client, "ClusterQueue")
-        if namespaces:
-            local_queues = [lq for ns in namespaces for lq in list_items(client, "LocalQueue", ns)]
-            by_namespace = {ns: list_items(client, "Workload", ns) for ns in namespaces} if params["workloads"] else {}
-            workloads = [w for ns in namespaces for w in by_namespace.get(ns, [])]
-        else:
-            local_queues = list_items(client, "LocalQueue")
-            workloads = list_items(client, "Workload") if params["workloads"] else []
-            by_namespace = {}
-    except ResourceNotFoundError as exc:
-        module.fail_json(msg="Kueue's API %s is not installed on this cluster: %s" % (KUEUE_API, exc))
-    except DynamicApiError as exc:
-        module.fail_json(msg="cannot read Kueue objects: %s %s" % (exc.status, exc.reason))
-
-    pods = []
-    if params["pods"]:
-        try:
-            pods = [p for ns in namespaces for p in client.get(client.resource("Pod", "v1"), namespace=ns).to_dict()["items"]]
-        except DynamicApiError as exc:
-            module.fail_json(msg="cannot read Pods: %s %s" % (exc.status, exc.reason))
-    queue_names = set(params["cluster_queues"])
-    if namespaces:
-        queue_names.update(lq["spec"]["clusterQueue"] for lq in local_queues)
-    missing = sorted(queue_names - {cq["metadata"]["name"] for cq in cluster_queues})
-    if missing:
-        module.fail_json(msg="ClusterQueue(s) %s do not exist" % ", ".join(missing))
-    info = admission_info(cluster_queues, local_queues, workloads, resource=params["resource"],
-                          queue_names=queue_names or None, pods=pods)
-    if params["gpu_pods"]:
-        try:
-            node_pods, node_workloads = attribution.read(client, by_namespace)
-        except DynamicApiError as exc:
-            module.fail_json(msg="cannot read the pods on the nodes: %s %s" % (exc.status, exc.reason))
-        info["outside_kueue"] = attribution.outside_kueue(node_pods, node_workloads, namespaces, time.time())
-    return info
-
-
 def run(module, client, waiter=None):
     params, wait_for = module.params, module.params["wait_for"]
-    if params["pods"] and not params["namespaces"]:
-        module.fail_json(msg="pods: name the tenant namespaces whose pods to read (namespaces)")
+    reading = dict(namespaces=params["namespaces"], cluster_queues=params["cluster_queues"],
+                   resource=params["resource"], workloads=params["workloads"], pods=params["pods"],
+                   gpu_pods=params["gpu_pods"])
     if wait_for is not None:
         errors = wait_for_errors(wait_for)
         for key in ("running_at_least", "started_at_least"):
@@ -442,19 +384,17 @@ def run(module, client, waiter=None):
                 errors.append("wait_for.%s: needs pods=true" % key)
         if errors:
             module.fail_json(msg="; ".join(errors))
-    if wait_for is None:
-        module.exit_json(changed=False, elapsed=0.0, timeline=[], **read(module, client))
-    else:
-        waiter = waiter or Waiter()
-        timeline = []
-        met, info, elapsed = waiter.wait(
-            lambda: read(module, client), params["wait_timeout"], params["poll_interval"],
-            predicate=lambda info: condition_met(info, wait_for),
-            observe=lambda info, seconds: timeline.append(sample(info, seconds, waiter.wall())))
-        if not met:
-            module.fail_json(msg="Kueue did not reach %s within %s s" % (wait_for, params["wait_timeout"]),
-                             elapsed=round(elapsed, 3), timeline=timeline, **info)
-        module.exit_json(changed=False, elapsed=round(elapsed, 3), timeline=timeline, **info)
+    try:
+        if wait_for is None:
+            module.exit_json(changed=False, elapsed=0.0, timeline=[], **reader.read(client, **reading))
+        met, info, elapsed, timeline = reader.wait(client, waiter or Waiter(), wait_for, params["wait_timeout"],
+                                                   params["poll_interval"], **reading)
+    except reader.ReadError as exc:
+        module.fail_json(msg=str(exc))
+    if not met:
+        module.fail_json(msg="Kueue did not reach %s within %s s" % (wait_for, params["wait_timeout"]),
+                         elapsed=elapsed, timeline=timeline, **info)
+    module.exit_json(changed=False, elapsed=elapsed, timeline=timeline, **info)
 
 
 def main():

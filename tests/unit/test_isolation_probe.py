@@ -1,4 +1,4 @@
-"""The isolation probe's one executor (tenant_isolation_probe's Probe) running the attempts table
+"""The isolation probe's executor (validation/probe.py, through module tenant_isolation_probe) running the attempts table
 (validation/attempts.py) against a fake cluster on a fake clock (fake_cluster.py): every attempt held where the
 cluster isolates, exactly the attempts a hole lets through judged as not held, waits on the given clock, and the
 probe's objects gone at the end."""

@@ -61,6 +61,8 @@ TENANT_LABEL = "fairgpu.io/tenant"
 # Namespace annotation: the WorkloadPriorityClasses the tenant's Jobs may name (comma-separated), read by the
 # JOB_POLICY ValidatingAdmissionPolicy.
 PRIORITY_CLASSES_ANNOTATION = "fairgpu.io/workload-priority-classes"
+# The validation scenario a load Job and its pods belong to (fairgpu.io/validation=<scenario>).
+VALIDATION_LABEL = "fairgpu.io/validation"
 # A validation load Job queued behind the flood, deleted after the measurement.
 BACKLOG_LABEL = "fairgpu.io/backlog"
 # The replay role labels its Jobs and pods fairgpu.io/replay=<replay_run_id>.
