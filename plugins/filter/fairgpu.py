@@ -23,10 +23,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import kubelet as simulated_kubelet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import quota
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
 
 
@@ -99,12 +96,6 @@ class FilterModule(object):
             "mig_config_node_unchecked": mig_nodes.node_unchecked,
             "mig_config_progress": mig_wait.progress,
             "mig_config_timeout_message": mig_wait.timeout_message,
-            "tenant_reachable": quota.reachable,
-            "load_jobs": validation.load_jobs,
-            "baseline_result": validation.baseline_result,
-            "flood_result": validation.flood_result,
-            "mig_result": validation.mig_result,
-            "nvidia_smi_list": nvidia_smi.parse_list,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
             "replay_tenant_queues": replay_schedule.tenant_queues,
         }

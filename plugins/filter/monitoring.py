@@ -10,7 +10,6 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks as monitoring_checks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import placement as monitoring_placement
 
 
@@ -48,13 +47,6 @@ def _placement(prometheuses, namespaces, monitoring_namespace, kueue_namespace, 
         raise AnsibleFilterError(str(exc))
 
 
-def _seconds(text):
-    try:
-        return monitoring.duration_seconds(text)
-    except monitoring.MonitoringError as exc:
-        raise AnsibleFilterError(str(exc))
-
-
 class FilterModule(object):
     def filters(self):
         return {
@@ -68,9 +60,4 @@ class FilterModule(object):
             "monitoring_placement": _placement,
             "monitoring_kueue_tls_errors": monitoring.kueue_metrics_tls_errors,
             "monitoring_chart_values": monitoring.chart_values,
-            "monitoring_duration_seconds": _seconds,
-            "monitoring_alert_result": monitoring_checks.alert_result,
-            "monitoring_alert_spans": monitoring_checks.alert_spans,
-            "monitoring_series": lambda matrix, label: {k: [[t, v] for t, v in points] for k, points
-                                                        in monitoring_checks.series_by(matrix, label).items()},
         }

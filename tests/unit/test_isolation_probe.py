@@ -1,13 +1,14 @@
-"""The isolation probe's executor (validation/probe.py, through module tenant_isolation_probe) running the attempts table
+"""The isolation probe's executor (validation/probe.py, through module validation_scenario) running the attempts table
 (validation/attempts.py) against a fake cluster on a fake clock (fake_cluster.py): every attempt held where the
 cluster isolates, exactly the attempts a hole lets through judged as not held, waits on the given clock, and the
 probe's objects gone at the end."""
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.modules import tenant_isolation_probe as probe
+from ansible_collections.fairgpu.tenancy.plugins.modules import validation_scenario as probe
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import attempts
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import engine
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import isolation
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.spec import is_dns_label
 
@@ -23,12 +24,16 @@ class Ended(Exception):
 
 
 class Module(object):
-    def __init__(self, tenants, **params):
-        self.params = dict(tenant=tenants[0], other=tenants[1], priority_classes=fake_cluster.PRIORITY_CLASSES,
-                           local_queue_suffix="-queue", simulated=True, image="registry.k8s.io/pause:3.10", timeout=60,
-                           hold_seconds=5, running_bound_seconds=60, accounting_grace_seconds=5,
-                           termination_grace_max_seconds=30, max_object_kib=256)
-        self.params.update(params)
+    """Module validation_scenario's parameters for the isolation scenario (its other settings unused there)."""
+
+    def __init__(self, tenants, timeout=60):
+        settings = dict.fromkeys(engine.SETTING_NAMES, 0)
+        settings.update(probe_timeout=timeout, running_bound_seconds=60, accounting_grace_seconds=5, prometheus_step="5s")
+        self.params = dict(name="isolation", settings=settings, pod={"simulated": True}, load_script="",
+                           prometheus_url="", alert_for="5m", results_dir=".",
+                           plan={"tenants": tenants, "errors": [], "priority_classes": fake_cluster.PRIORITY_CLASSES,
+                                 "local_queue_suffix": "-queue",
+                                 "isolation": {"termination_grace_max_seconds": 30, "max_object_kib": 256}})
 
     def exit_json(self, **result):
         raise Ended("exit", result)
@@ -38,7 +43,8 @@ class Module(object):
 
 
 def run_probe(monkeypatch, leaks=(), judge_after=0.0, quota_conflicts=None, **params):
-    """Run the module's run() against a fake cluster; returns (how it ended, its result, the cluster, the clock)."""
+    """Run module validation_scenario's run() for the isolation scenario against a fake cluster; returns (how it
+    ended, its result with the scenario's entry as "scenario", the cluster, the clock)."""
     clock = FakeClock()
     tenants = fake_cluster.tenants()
     cluster = fake_cluster.FakeCluster(tenants, clock, judge_after=judge_after, leaks=leaks,
@@ -50,10 +56,12 @@ def run_probe(monkeypatch, leaks=(), judge_after=0.0, quota_conflicts=None, **pa
         return cluster.client(impersonate_user, impersonate_groups or ())
     monkeypatch.setattr(probe, "get_api_client", get_api_client)
     with pytest.raises(Ended) as ended:
-        probe.run(Module(tenants, **params), Waiter(clock.monotonic, clock.sleep, clock.time))
+        probe.run(Module(tenants, **params), cluster.client(), Waiter(clock.monotonic, clock.sleep, clock.time))
     assert clients == [(None, None), ("fairgpu-probe@team-a", ["team-a"]), ("fairgpu-probe@team-b", ["team-b"]),
                        ("fairgpu-probe@team-a", ["team-a", "fairgpu-probe-editors"])]
     how, result = ended.value.args
+    if how == "exit":
+        (result["scenario"],) = result["results"]
     return how, result, cluster, clock
 
 
@@ -178,7 +186,7 @@ def test_waits_run_on_the_given_clock(monkeypatch):
 def test_kueue_never_judging_fails_the_module_and_still_cleans_up(monkeypatch):
     how, result, cluster, clock = run_probe(monkeypatch, judge_after=10 ** 6, timeout=20)
     assert how == "fail"
-    assert result["msg"] == "Kueue judged no Workload of Job team-a/fairgpu-probe-other-queue: not within 20 s"
+    assert result["msg"] == "isolation: Kueue judged no Workload of Job team-a/fairgpu-probe-other-queue: not within 20 s"
     assert leftovers(cluster) == [] and clock.now == 1020.0
 
 

@@ -235,7 +235,7 @@ def test_report_shows_the_scenarios_prometheus_plots():
 
 
 def test_pending_spans_and_the_plot(tmp_path):
-    from ansible_collections.fairgpu.tenancy.plugins.modules.prometheus_plot import draw
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.plot import draw
 
     matrix = [alerts_series("team-a", "pending", range(1005, 1120, 5)), alerts_series("team-a", "firing", [1120, 1125])]
     pending = monitoring_checks.alert_spans(matrix, "FairgpuTenantOverGuarantee", "team-a", "5s", "pending")

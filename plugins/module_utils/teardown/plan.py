@@ -64,14 +64,13 @@ import zlib
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import pyyaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     ADMISSION_API, ADMISSION_POLICIES, GPU_PRODUCT_LABEL, KUEUE_API, LIMIT_RANGE, LOAD_JOB_PREFIX, MANAGED_BY,
-    MANAGED_BY_LABEL, PRIORITY_QUOTA, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL, TENANT_ROLE)
+    MANAGED_BY_LABEL, PRIORITY_QUOTA, PROBE_LABEL, PROBE_PREFIX, RBAC_API, RESOURCE_QUOTA, TENANT_LABEL, TENANT_ROLE,
+    VALIDATION_LABEL)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.objects import flavor_name
 
 # The field manager of fairgpu's server-side applies (field_manager: fairgpu in the roles).
 FIELD_MANAGER = MANAGED_BY[MANAGED_BY_LABEL]
 MANAGED_BY_SELECTOR = "%s=%s" % (MANAGED_BY_LABEL, FIELD_MANAGER)
-# The label of the validation's load Jobs (roles/validate/templates/load-jobs.yaml.j2).
-VALIDATION_LABEL = "fairgpu.io/validation"
 # fairgpu's own names begin so (names.py: "fairgpu's own are prefixed fairgpu").
 NAME_PREFIX = FIELD_MANAGER
 # Objects whose names fairgpu fixes (names.py), by kind.

@@ -1,5 +1,5 @@
-"""The validate role's load Jobs (roles/validate/templates/load-jobs.yaml.j2), rendered with Ansible's Templar from the
-role's defaults and the Job descriptions of validation.load_jobs, checked against the Pod Security Standards.
+"""The validation's load Jobs (plugins/module_utils/validation/load.py, job_manifest) of the Job descriptions of
+validation.load_jobs, with the validate role's defaults, checked against the Pod Security Standards.
 
 The tenant namespaces enforce ``baseline`` and warn ``restricted``; the load pods must pass ``restricted``. The rules
 below are the controls of https://kubernetes.io/docs/concepts/security/pod-security-standards/ (Baseline and
@@ -9,9 +9,8 @@ import os
 
 import pytest
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.load import POD_DEFAULTS, job_manifest
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.scenarios import load_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -97,14 +96,17 @@ def pod_security_violations(pod):
     return out
 
 
-def render(jobs, simulated, **inventory):
-    """load-jobs.yaml.j2 as the role's ``lookup('ansible.builtin.template', ...) | from_yaml_all`` gives it."""
-    loader = DataLoader()
-    variables = dict(loader.load_from_file(os.path.join(ROLE, "defaults", "main.yml"), trusted_as_template=True))
-    variables.update(inventory, validate_jobs=jobs, validate_simulated=simulated)
-    with open(os.path.join(ROLE, "templates", "load-jobs.yaml.j2")) as handle:
-        text = Templar(loader=loader, variables=variables).template(trust_as_template(handle.read()))
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+def render(jobs, simulated, **pod):
+    """The Jobs as module validation_scenario creates them, with the role's pod settings."""
+    return [job_manifest(job, dict(pod, simulated=simulated)) for job in jobs]
+
+
+def test_the_pod_defaults_are_the_roles():
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert (POD_DEFAULTS["image"], POD_DEFAULTS["memory_fraction"], POD_DEFAULTS["user"], POD_DEFAULTS["group"]) == (
+        defaults["validate_image"], defaults["validate_load_memory_fraction"], defaults["validate_load_user"],
+        defaults["validate_load_group"])
 
 
 @pytest.mark.parametrize("simulated", [True, False])
@@ -130,8 +132,8 @@ def test_load_jobs_pass_the_restricted_profile(simulated):
     assert jobs[2]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-2g.20gb"] == "1"
 
 
-def test_user_and_group_are_role_variables():
-    (job,) = render(load_jobs(TENANT, 1, "baseline", 10), False, validate_load_user=2000, validate_load_group="3000")
+def test_user_and_group_are_settings():
+    (job,) = render(load_jobs(TENANT, 1, "baseline", 10), False, user=2000, group="3000")
     psc = job["spec"]["template"]["spec"]["securityContext"]
     assert (psc["runAsUser"], psc["runAsGroup"]) == (2000, 3000)
 

@@ -1,0 +1,478 @@
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+"""The validation scenarios as tables of steps, and the one executor that runs them (module ``scenario``).
+
+A scenario of ``SCENARIOS`` is three things:
+
+- its **plan**: the numbers it works with, computed once from the tenants, the cluster's capacity and the settings
+  (how many Jobs, which devices the flooder can reach, how many Workloads must finish);
+- its **table of steps**: each names an action of the executor (``submit``, ``wait``, ``read``, ``mark``,
+  ``delete_backlog``, ``wait_pods_started``, ``nvidia_smi``, ``prometheus_*``, ``cleanup``) and its arguments; an
+  argument that is a string naming a value of the plan stands for that value, and a step's ``save`` names where
+  what it read is kept;
+- its **judges** (``scenarios.py``, ``monitoring/checks.py``), pure functions that read only what the steps kept
+  and return the report's entries.
+
+The isolation scenario's table is ``attempts.py``, run by its own executor (``probe.py``): its steps are requests
+sent as a tenant, not reads of Kueue. Every wait reads through ``kueue/reader.py`` on the executor's ``Waiter``,
+so the timings of a scenario are the reads' own (a step's time is in the result's ``steps``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    BACKLOG_LABEL,
+    JOB_NAME_LABEL,
+    KUEUE_API,
+    LOAD_JOB_PREFIX,
+    MANAGED_BY,
+    VALIDATION_LABEL,
+)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import reader
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import parse_list
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks as alert_checks
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import duration_seconds
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import PrometheusError
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.quota import reachable
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.load import LOAD_SCRIPT_CONFIGMAP, job_manifest
+
+try:
+    from kubernetes.dynamic.exceptions import NotFoundError
+except ImportError:
+    NotFoundError = Exception  # the module reports the missing kubernetes library
+
+OVER_GUARANTEE = "FairgpuTenantOverGuarantee"
+# Seconds between two reads where a scenario times the cluster (the arriver's guarantee), and elsewhere.
+FAST_POLL, POLL = 0.5, 1
+# The settings every scenario reads (the validate role's variables without their prefix; its defaults say what
+# each is). Times are seconds.
+SETTING_NAMES = ("baseline_jobs", "baseline_seconds", "flood_extra_jobs", "flood_seconds", "flood_backlog_jobs",
+                 "guarantee_bound_seconds", "running_bound_seconds", "accounting_grace_seconds", "finish_timeout",
+                 "mig_seconds", "mig_extra_jobs", "alert_timeout", "prometheus_step")
+
+
+class StepFailed(Exception):
+    """A step could not do what the scenario needs (a wait that timed out, a request refused): the scenario stops,
+    the message names the step and what it last saw."""
+
+
+class Step(object):
+    """One row of a scenario's table: ``action`` (an executor method ``do_<action>``), a ``title`` (its words in
+    the result's ``steps``; ``{name}`` is filled from the plan), ``when`` (a plan value that must be true, or None)
+    and the action's arguments."""
+
+    def __init__(self, action, title, when=None, **args):
+        self.action, self.title, self.when, self.args = action, title, when, args
+
+
+class Scenario(object):
+    def __init__(self, plan, steps, judges):
+        self.plan, self.steps, self.judges = plan, steps, judges
+
+
+# --- plans ------------------------------------------------------------------------------------------------------
+
+def _common(run):
+    return {"a": run.tenants[0], "b": run.tenants[1], "prometheus": run.prometheus is not None,
+            "real_gpus": not run.pod["simulated"]}
+
+
+def baseline_plan(run):
+    plan = _common(run)
+    plan.update(scenario="baseline", jobs=run.settings["baseline_jobs"], seconds=run.settings["baseline_seconds"],
+                workloads=2 * run.settings["baseline_jobs"])
+    return plan
+
+
+def flood_plan(reverse):
+    def plan(run):
+        values = _common(run)
+        flooder, arriver = (values["b"], values["a"]) if reverse else (values["a"], values["b"])
+        settings = run.settings
+        capacity = run.capacity["resources"][flooder["gpu_resource"]]
+        count = capacity + settings["flood_extra_jobs"]
+        reach = reachable(run.all_tenants, flooder["name"])
+        values.update(scenario="flood_reverse" if reverse else "flood", flooder=flooder, arriver=arriver,
+                      reach=reach, capacity=capacity, flood_jobs=count, backlog=settings["flood_backlog_jobs"],
+                      backlog_start=count, seconds=settings["flood_seconds"],
+                      pending=count + settings["flood_backlog_jobs"] - reach, guarantee=arriver["gpus"],
+                      reserve_timeout=4 * settings["guarantee_bound_seconds"],
+                      running_timeout=3 * settings["running_bound_seconds"], workloads=count + arriver["gpus"])
+        return values
+    return plan
+
+
+def mig_plan(run):
+    plan = _common(run)
+    a, b, extra = plan["a"], plan["b"], run.settings["mig_extra_jobs"]
+    plan.update(scenario="mig", extra=extra, a_jobs=a["gpus"] + extra, seconds=run.settings["mig_seconds"],
+                workloads=a["gpus"] + b["gpus"] + extra)
+    return plan
+
+
+# --- judges (over what the steps kept) ------------------------------------------------------------------------
+
+def judge_baseline(plan, kept, settings):
+    a, b = plan["a"], plan["b"]
+    return scenarios.baseline_result([a, b], plan["jobs"], {a["name"]: kept["admitted_a"], b["name"]: kept["admitted_b"]},
+                                     kept["finished"], kept["jobs"])
+
+
+def judge_flood(plan, kept, settings):
+    pending = [w["job"] for w in kept["flooded"]["workloads"] if w["state"] == "pending"]
+    held_back = {"jobs": [j for j in kept["flood_jobs_read"] if j["metadata"]["name"] in pending],
+                 "pods": [p for p in kept["flood_pods_read"]
+                          if ((p["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)) in pending]}
+    return scenarios.flood_result(
+        plan["scenario"], plan["flooder"], plan["arriver"], plan["reach"], plan["capacity"], plan["flood_jobs"],
+        kept["flooded"], held_back, kept["arrival_ts"], kept["arrived"], kept["after"], kept["finished"],
+        kept["all_jobs"], kept["events"], float(settings["guarantee_bound_seconds"]), running=kept["running"],
+        running_bound_seconds=float(settings["running_bound_seconds"]), backlog=plan["backlog"],
+        accounting_grace_seconds=float(settings["accounting_grace_seconds"]))
+
+
+def judge_alerts(plan, kept, settings):
+    if not plan["prometheus"]:
+        return None
+    expected = kept["alert_for"]
+    return alert_checks.alert_result(
+        plan["scenario"], plan["flooder"], plan["arriver"], kept["flood_start"], kept["series"]["alerts"],
+        kept["rule_groups"], [expected, duration_seconds(expected)], kept["series"]["dcgm_pods"],
+        duration_seconds(settings["prometheus_step"]), kept["plots"])
+
+
+def judge_mig(plan, kept, settings):
+    a, b = plan["a"], plan["b"]
+    started = [p for p in kept["pods"] if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
+    return scenarios.mig_result([a, b], {a["name"]: a["gpus"], b["name"]: b["gpus"]}, plan["extra"],
+                                {a["name"]: kept["held"], b["name"]: kept["admitted_b"]}, kept["held"], kept["done"],
+                                started, kept.get("smi"))
+
+
+# --- the tables -------------------------------------------------------------------------------------------------
+
+def _flood(reverse):
+    return Scenario(flood_plan(reverse), [
+        Step("prometheus_quiet", "start with no fairgpu alert active on Prometheus", when="prometheus"),
+        Step("submit", "the flooder {flooder[name]} submits {flood_jobs} one-GPU Jobs, then a backlog of {backlog}",
+             jobs=[("flooder", "flood_jobs", 0, False), ("flooder", "backlog", "backlog_start", True)]),
+        Step("wait", "until the flooder holds every GPU it can reach ({reach})", queue="flooder",
+             until={"reserved_at_least": "reach"}, pods=True, gpu_pods=True, timeout=60),
+        # Kueue counts the last Jobs as pending a moment after it has admitted the first ones: wait for all of
+        # them, then read both from one sample; what it saw is judged, a timeout is no failure here.
+        Step("wait", "until the rest of the flooder's Jobs and its backlog are queued ({pending})", queue="flooder",
+             until={"pending_at_least": "pending"}, pods=True, gpu_pods=True, timeout=30, save="flooded",
+             may_time_out=True),
+        Step("read", "the Jobs of the queued workloads", kind="Job", tenant="flooder", save="flood_jobs_read"),
+        Step("read", "the pods of the queued workloads", kind="Pod", tenant="flooder", save="flood_pods_read"),
+        Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
+        Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
+             jobs=[("arriver", "guarantee", 0, False)]),
+        # The time-to-guarantee: read without the pods on the nodes, whose cluster-wide list would space the samples.
+        Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee", queue="arriver",
+             until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout", poll=FAST_POLL,
+             save="arrived"),
+        Step("read_admission", "what Kueue did to the flooder", tenant="flooder", save="after"),
+        Step("read", "the Events of the flooder's Workloads", kind="Event", tenant="flooder",
+             field_selector="involvedObject.kind=Workload", save="events"),
+        Step("wait", "until the arriver's pods run on its guarantee, the time-to-guarantee in use", queue="arriver",
+             until={"started_at_least": "guarantee"}, pods=True, gpu_pods=True, timeout="running_timeout",
+             poll=FAST_POLL, save="running"),
+        Step("delete_backlog", "the flooder deletes its backlog", when="backlog", tenant="flooder"),
+        Step("wait", "until every Job has finished", tenant="flooder", until={"all_finished": True,
+             "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
+        Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
+        Step("prometheus_alerts", "what Prometheus saw: the over-guarantee alert, its series and plot",
+             when="prometheus"),
+        Step("cleanup", "clean up"),
+    ], [judge_flood, judge_alerts])
+
+
+SCENARIOS = {
+    "baseline": Scenario(baseline_plan, [
+        Step("submit", "{jobs} one-GPU Jobs per tenant", jobs=[("a", "jobs", 0, False), ("b", "jobs", 0, False)]),
+        Step("wait", "until {a[name]}'s Jobs are admitted", queue="a", until={"admitted_at_least": "jobs"},
+             timeout=60, save="admitted_a"),
+        Step("wait", "until {b[name]}'s Jobs are admitted", queue="b", until={"admitted_at_least": "jobs"},
+             timeout=60, save="admitted_b"),
+        Step("wait", "until every Job has finished", until={"all_finished": True, "workloads_at_least": "workloads"},
+             timeout="finish_timeout", save="finished"),
+        Step("read", "the Jobs", kind="Job", save="jobs"),
+        Step("cleanup", "clean up"),
+    ], [judge_baseline]),
+    "flood": _flood(False),
+    "flood_reverse": _flood(True),
+    # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
+    # mig_extra_jobs more than its quota.
+    "mig": Scenario(mig_plan, [
+        Step("submit", "one-device Jobs per tenant, {extra} more than its quota for {a[name]}",
+             jobs=[("a", "a_jobs", 0, False), ("b", "b_jobs", 0, False)]),
+        # The one wait that must be a single observation: the guarantee admitted while the extra Jobs wait.
+        Step("wait", "until {a[name]}'s guaranteed Jobs are admitted while those above its quota wait", queue="a",
+             until={"admitted_at_least": "a_gpus", "pending_at_least": "extra"}, timeout=60, save="held"),
+        Step("wait", "until {b[name]}'s guaranteed Jobs are admitted", queue="b",
+             until={"admitted_at_least": "b_gpus"}, timeout=60, save="admitted_b"),
+        Step("wait_pods_started", "until every admitted pod has started", save="pods"),
+        Step("nvidia_smi", "nvidia-smi -L in each running pod (real GPUs only)", when="real_gpus", save="smi"),
+        Step("wait", "until every Job has finished", tenant="a", until={"all_finished": True,
+             "workloads_at_least": "workloads"}, timeout="finish_timeout", save="done"),
+        Step("cleanup", "clean up"),
+    ], [judge_mig]),
+}
+
+
+def _mig_values(plan):
+    plan["a_gpus"], plan["b_gpus"], plan["b_jobs"] = plan["a"]["gpus"], plan["b"]["gpus"], plan["b"]["gpus"]
+    return plan
+
+
+# --- the executor -------------------------------------------------------------------------------------------------
+
+class Run(object):
+    """One scenario on one cluster. ``client``: kubernetes.core's K8SClient; ``waiter``: the clock of every wait;
+    ``tenants``: the two tenants of the A/B test (normalised), ``all_tenants`` every tenant of the plan,
+    ``namespaces`` the first namespace of each; ``capacity``: the plan's (``tenants/plan.py`` cluster_capacity);
+    ``suffix``: the LocalQueue suffix; ``settings``: SETTING_NAMES; ``pod``: the load pods' image, memory fraction,
+    user, group and whether the GPUs are simulated (``load.job_manifest``); ``load_script``: files/gpu_load.py's
+    text; ``prometheus``: a ``Prometheus`` or None; ``exec_in_pod(namespace, pod, argv)``: its stdout (real GPUs);
+    ``draw(path, title, start, panels, spans)``: writes a PNG, returns whether it did; ``results_dir``: where."""
+
+    def __init__(self, client, waiter, tenants, all_tenants, capacity, suffix, settings, pod, load_script,
+                 prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m"):
+        self.client, self.waiter, self.tenants, self.all_tenants = client, waiter, tenants, all_tenants
+        self.capacity, self.suffix, self.settings, self.pod = capacity, suffix, settings, pod
+        self.load_script, self.prometheus, self.exec_in_pod, self.draw = load_script, prometheus, exec_in_pod, draw
+        self.results_dir, self.alert_for = results_dir, alert_for
+        self.namespaces = [t["namespaces"][0] for t in all_tenants]
+
+    # -- running a table ---------------------------------------------------------------------------------------
+    def run(self, name):
+        """Run scenario ``name``; returns ``(results, steps)``: the report's entries (the scenario's, and its alerts'
+        where Prometheus judged them) and ``[{"step", "seconds", "skipped"}]``."""
+        scenario = SCENARIOS[name]
+        plan = scenario.plan(self)
+        if name == "mig":
+            plan = _mig_values(plan)
+        kept, steps = {}, []
+        self.prepare()
+        for step in scenario.steps:
+            title = step.title.format(**plan)
+            if step.when is not None and not plan[step.when]:
+                steps.append({"step": title, "seconds": 0.0, "skipped": True})
+                continue
+            start = self.waiter.monotonic()
+            try:
+                getattr(self, "do_" + step.action)(plan, kept, title, **step.args)
+            except reader.ReadError as exc:
+                raise StepFailed("%s: %s" % (title, exc))
+            steps.append({"step": title, "seconds": round(self.waiter.monotonic() - start, 1), "skipped": False})
+        results = [judge(plan, kept, self.settings) for judge in scenario.judges]
+        return [r for r in results if r is not None], steps
+
+    def value(self, plan, given):
+        """A step's argument: a string naming a plan value stands for it, or a setting; anything else is itself."""
+        if isinstance(given, str) and given in plan:
+            return plan[given]
+        if isinstance(given, str) and given in self.settings:
+            return self.settings[given]
+        return given
+
+    # -- cluster access ----------------------------------------------------------------------------------------
+    def resource(self, kind, api_version):
+        return self.client.resource(kind, api_version)
+
+    def items(self, kind, api_version, namespace, **selectors):
+        return self.client.get(self.resource(kind, api_version), namespace=namespace, **selectors).to_dict()["items"]
+
+    def prepare(self):
+        """The load script in every tenant namespace (server-side apply), and the Jobs of an earlier run gone."""
+        configmaps = self.resource("ConfigMap", "v1")
+        for namespace in self.namespaces:
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": LOAD_SCRIPT_CONFIGMAP, "namespace": namespace,
+                                 "labels": dict(MANAGED_BY)},
+                    "data": {"gpu_load.py": self.load_script}}
+            self.client.apply(configmaps, body, namespace=namespace, server_side=True, field_manager="fairgpu",
+                              force_conflicts=True)
+        self.do_cleanup(None, None, "clean up what an earlier validation left")
+
+    # -- the actions -----------------------------------------------------------------------------------------------
+    def do_submit(self, plan, kept, title, jobs):
+        """Create the load Jobs ``jobs``: ``(tenant, count, first index, backlog)`` rows, in order."""
+        resource = self.resource("Job", "batch/v1")
+        for who, count, start, backlog in jobs:
+            tenant = plan[who]
+            for job in scenarios.load_jobs(tenant, self.value(plan, count), plan["scenario"], plan["seconds"],
+                                           self.suffix, start=self.value(plan, start), backlog=backlog):
+                self.client.create(resource, job_manifest(job, self.pod), namespace=job["namespace"])
+
+    def do_wait(self, plan, kept, title, until, timeout, save=None, queue=None, tenant=None, pods=False,
+                gpu_pods=False, poll=POLL, may_time_out=False):
+        """Read Kueue's decisions until ``until`` holds (``status.condition_met``) for ``queue``'s tenant;
+        ``tenant``: whose accelerator resource is counted (default the queue's)."""
+        who = plan[queue or tenant] if (queue or tenant) else None
+        wait_for = dict((key, self.value(plan, given)) for key, given in until.items())
+        if queue:
+            wait_for["queue"] = who["name"]
+        reading = dict(namespaces=self.namespaces, pods=pods, gpu_pods=gpu_pods)
+        if who is not None:
+            reading["resource"] = who["gpu_resource"]
+        limit = self.value(plan, timeout)
+        met, info, elapsed, timeline = reader.wait(self.client, self.waiter, wait_for, limit, poll, **reading)
+        if not met and not may_time_out:
+            raise StepFailed("%s: Kueue did not reach %s within %s s (last read: %s)" % (
+                title, wait_for, limit, _queues_seen(info)))
+        if save:
+            kept[save] = dict(info, elapsed=elapsed, timeline=timeline)
+
+    def do_read_admission(self, plan, kept, title, tenant, save):
+        kept[save] = dict(reader.read(self.client, namespaces=self.namespaces, resource=plan[tenant]["gpu_resource"]),
+                          elapsed=0.0, timeline=[])
+
+    def do_read(self, plan, kept, title, kind, save, tenant=None, field_selector=None):
+        """Read ``kind`` (Job, Pod, Event) of the scenario: in ``tenant``'s first namespace or every tenant
+        namespace; labelled with the scenario (Jobs, Pods) or by ``field_selector``."""
+        api_version = {"Job": "batch/v1"}.get(kind, "v1")
+        namespaces = [plan[tenant]["namespaces"][0]] if tenant else self.namespaces
+        selectors = {"field_selector": field_selector} if field_selector else {
+            "label_selector": "%s=%s" % (VALIDATION_LABEL, plan["scenario"])}
+        kept[save] = [item for namespace in namespaces for item in self.items(kind, api_version, namespace, **selectors)]
+
+    def do_mark(self, plan, kept, title, save):
+        kept[save] = self.waiter.wall()
+
+    def do_delete_backlog(self, plan, kept, title, tenant):
+        self.delete_jobs(plan[tenant]["namespaces"][0], "%s=true" % BACKLOG_LABEL)
+
+    def do_wait_pods_started(self, plan, kept, title, save):
+        """Until each tenant's started pods (Running, or already Succeeded: a short Job can be done before the
+        tenant's last pod starts) are at least its guarantee; keeps the last read of every tenant namespace's."""
+        wanted = dict((t["namespaces"][0], t["gpus"]) for t in (plan["a"], plan["b"]))
+
+        def read():
+            return dict((ns, self.items("Pod", "v1", ns, label_selector="%s=%s" % (VALIDATION_LABEL, plan["scenario"])))
+                        for ns in self.namespaces)
+
+        def started(found):
+            return all(sum((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in found[ns]) >= want
+                       for ns, want in wanted.items())
+
+        held, found, _elapsed = self.waiter.wait(read, 60, 2, started)
+        if not held:
+            raise StepFailed("%s: not within 60 s (%s)" % (title, ", ".join(
+                "%s: %d started" % (ns, sum((p.get("status") or {}).get("phase") in ("Running", "Succeeded")
+                                            for p in found[ns])) for ns in sorted(wanted))))
+        kept[save] = [p for ns in self.namespaces for p in found[ns]]
+
+    def do_nvidia_smi(self, plan, kept, title, save):
+        running = [p for p in kept["pods"] if (p.get("status") or {}).get("phase") == "Running"]
+        kept[save] = dict((p["metadata"]["name"], parse_list(self.exec_in_pod(
+            p["metadata"]["namespace"], p["metadata"]["name"], ["nvidia-smi", "-L"]))) for p in running)
+
+    def do_cleanup(self, plan, kept, title):
+        """Delete the validation's Jobs (their pods in the background) and wait until they and their Workloads are
+        gone."""
+        for namespace in self.namespaces:
+            self.delete_jobs(namespace, VALIDATION_LABEL)
+
+        def left():
+            return [(ns, w["metadata"]["name"]) for ns in self.namespaces
+                    for w in self.items("Workload", KUEUE_API, ns)
+                    if LOAD_JOB_PREFIX in w["metadata"]["name"]] + [
+                (ns, j["metadata"]["name"]) for ns in self.namespaces
+                for j in self.items("Job", "batch/v1", ns, label_selector=VALIDATION_LABEL)]
+
+        held, found, _elapsed = self.waiter.wait(left, 60, 2, lambda found: not found)
+        if not held:
+            raise StepFailed("%s: still there after 60 s: %s" % (title, ", ".join("%s/%s" % f for f in found)))
+
+    def delete_jobs(self, namespace, selector):
+        resource = self.resource("Job", "batch/v1")
+        for job in self.items("Job", "batch/v1", namespace, label_selector=selector):
+            try:
+                self.client.delete(resource, name=job["metadata"]["name"], namespace=namespace,
+                                   body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"})
+            except NotFoundError:
+                pass
+
+    # -- Prometheus (the lab's, monitoring_mode local) ---------------------------------------------------------
+    def do_prometheus_quiet(self, plan, kept, title):
+        """Until no fairgpu alert is active (pending or firing): a scenario's alert check judges only what the
+        scenario did. The over-guarantee alert looks back a minute, so a tenant that held its GPUs just before keeps
+        it pending for that long. Not reaching it is no failure (the judge shows what fired)."""
+        self.waiter.wait(lambda: self.ask("query", 'ALERTS{alertname=~"Fairgpu.+"}'),
+                         self.settings["alert_timeout"], 5, lambda result: result == [])
+
+    def do_prometheus_alerts(self, plan, kept, title):
+        """The flood seen by Prometheus: the rules it evaluates, whether the flooder's over-guarantee alert fired at
+        any evaluation since the flood began (not only now: a flood shorter than the alert's life fires and resolves
+        before this step), the end of every alert, the scenario's series and their plot."""
+        flooder, arriver, step = plan["flooder"], plan["arriver"], self.settings["prometheus_step"]
+        start = kept["flooded"]["timeline"][0]["ts"]
+        kept["flood_start"], kept["alert_for"] = start, self.alert_for
+        kept["rule_groups"] = self.ask("rules") or []
+        # The window is fixed once, wide enough for every try; samples before the flood are cut off inside the
+        # query (time() is each step's timestamp).
+        window = int(self.waiter.wall() - start + self.settings["alert_timeout"] + 60)
+        fired = ('max_over_time((ALERTS{alertname="%s", alertstate="firing", tenant="%s"} and on () '
+                 '(vector(time()) >= %s))[%ds:%s])' % (OVER_GUARANTEE, flooder["name"], start, window, step))
+        self.waiter.wait(lambda: self.ask("query", fired), self.settings["alert_timeout"], 5, bool)
+        # Once no alert is active the record is complete (the arriver's alert can no longer fire without a new
+        # reason, and the flooder's firing has ended), and the next scenario starts with no fairgpu alert active.
+        self.do_prometheus_quiet(plan, kept, title)
+        queries = {
+            "alerts": 'ALERTS{alertname=~"Fairgpu.+"}',
+            "held": 'sum by (cluster_queue) (kueue_cluster_queue_resource_reservation{resource="%s"})'
+                    % flooder["gpu_resource"],
+            "pending": "sum by (cluster_queue) (kueue_pending_workloads)",
+            "dcgm_pods": 'count(DCGM_FI_DEV_FB_USED{exported_pod!="", tenant="%s"})' % flooder["name"],
+        }
+        end = self.waiter.wall()
+        kept["series"] = dict((key, self.ask("query_range", query, start - 10, end, step) or [])
+                              for key, query in queries.items())
+        spans = [dict(span, label="over-guarantee alert %s (%s)" % (state, flooder["name"]), color=color)
+                 for state, color in (("pending", "orange"), ("firing", "red"))
+                 for span in alert_checks.alert_spans(kept["series"]["alerts"], OVER_GUARANTEE, flooder["name"], step,
+                                                      state)]
+        name = "%s-prometheus.png" % plan["scenario"]
+        written = self.draw(
+            "%s/%s" % (self.results_dir, name),
+            "%s: %s floods, %s arrives (Prometheus samples; %s for: %s)" % (
+                plan["scenario"], flooder["name"], arriver["name"], OVER_GUARANTEE, self.alert_for),
+            start,
+            [{"title": "GPUs held (Kueue reservation) vs guaranteed per tenant", "ylabel": "GPUs",
+              "series": alert_checks.series_by(kept["series"]["held"], "cluster_queue"),
+              "dashed": {flooder["name"]: flooder["gpus"], arriver["name"]: arriver["gpus"]}},
+             {"title": "Pending workloads per tenant", "ylabel": "workloads",
+              "series": alert_checks.series_by(kept["series"]["pending"], "cluster_queue")}],
+            spans)
+        kept["plots"] = [{"file": name, "title": "GPUs held vs guaranteed and pending workloads per tenant, from "
+                                                 "Prometheus"}] if written else []
+
+
+    def ask(self, what, *args):
+        """Prometheus's answer, or None when it did not answer: the judge then shows what is missing."""
+        try:
+            return getattr(self.prometheus, what)(*args)
+        except PrometheusError:
+            return None
+
+
+def _queues_seen(info):
+    return "; ".join("%s: reserved %s, pending %s, admitted %s" % (name, q["reserved"], q["pending_workloads"],
+                                                                   q["admitted_or_finished_workloads"])
+                     for name, q in sorted((info or {}).get("queues", {}).items())) or "nothing"
+
+
+def settings_of(given):
+    """The executor's settings: SETTING_NAMES from ``given`` (a copy, numbers as given)."""
+    missing = [name for name in SETTING_NAMES if name not in given]
+    if missing:
+        raise ValueError("settings: missing %s" % ", ".join(missing))
+    return copy.deepcopy(dict((name, given[name]) for name in SETTING_NAMES))

@@ -1,0 +1,208 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fairgpu maintainers
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: validation_scenario
+short_description: Run one validation scenario from its table of steps and judge it from what the cluster decided
+version_added: 0.1.0
+description:
+  - The one entry of every validation scenario; the validate role is a loop over O(name) plus the report.
+  - C(baseline), C(flood), C(flood_reverse) and C(mig) are tables of steps (plugins/module_utils/validation/engine.py)
+    run by one executor; submit the tenants' load Jobs, wait on Kueue's decisions (the waits are the timings the
+    checks read), read Jobs, pods and Events, and on the lab's Prometheus the flood's alerts and series; then the
+    scenario's judges (plugins/module_utils/validation/scenarios.py) decide each check from what was read.
+  - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
+    the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
+  - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
+    removed; after it, the scenario's Jobs are removed and waited for.
+  - A failed check does not fail the module (RV(passed) says it; the report shows it). A step that cannot do what
+    the scenario needs (a wait that timed out, a Job refused) fails it, naming the step and what it last saw.
+author:
+  - fairgpu maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+options:
+  name:
+    description: The scenario.
+    type: str
+    required: true
+    choices: [baseline, flood, flood_reverse, mig, isolation]
+  plan:
+    description:
+      - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
+        with at least two tenants; the first two play the A/B test (the flood's flooder and arriver, the cheating
+        tenant and its victim).
+    type: dict
+    required: true
+  settings:
+    description:
+      - The scenarios' numbers, the validate role's variables without their C(validate_) prefix (its
+        defaults/main.yml says what each is); times in seconds. C(baseline_jobs), C(baseline_seconds),
+        C(flood_extra_jobs), C(flood_seconds), C(flood_backlog_jobs), C(guarantee_bound_seconds),
+        C(running_bound_seconds), C(accounting_grace_seconds), C(finish_timeout), C(mig_seconds), C(mig_extra_jobs),
+        C(alert_timeout), C(prometheus_step) (a Prometheus duration) and, for C(isolation), C(probe_timeout).
+    type: dict
+    required: true
+  pod:
+    description:
+      - The load pods, C(image), C(memory_fraction) (of each device's memory the load holds), C(user) and C(group)
+        (numeric, non-root), C(simulated) (the GPUs are simulated; kwok runs the pods for their run time).
+    type: dict
+    required: true
+  load_script:
+    description: The text of files/gpu_load.py, put in every tenant namespace as the ConfigMap the load pods mount.
+    type: str
+    required: true
+  prometheus_url:
+    description: The lab's Prometheus (monitoring_mode local), for the flood's alert checks and plot; empty, none.
+    type: str
+    default: ""
+  alert_for:
+    description: The C(for:) the monitoring role gave FairgpuTenantOverGuarantee (a Prometheus duration).
+    type: str
+    default: 5m
+  results_dir:
+    description: Where the flood's plot of Prometheus's samples is written (C(<scenario>-prometheus.png)).
+    type: path
+    default: "."
+requirements:
+  - kubernetes >= 24.2.0
+"""
+
+EXAMPLES = r"""
+- name: Flood the cluster as the first tenant, then submit the second's guarantee
+  fairgpu.tenancy.validation_scenario:
+    name: flood
+    plan: "{{ tenants_plan }}"
+    settings: "{{ validate_settings }}"
+    pod: {image: "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", memory_fraction: 0.8, user: 1000, group: 1000, simulated: true}
+    load_script: "{{ lookup('ansible.builtin.file', 'files/gpu_load.py') }}"
+  register: flood
+"""
+
+RETURN = r"""
+results:
+  description:
+    - The scenario's entries of the report (plugins/module_utils/validation/report.py renders them), each
+      C(name), C(title), C(checks) (C(check), C(expected), C(observed), C(passed)), C(metrics), C(timeline); the flood's
+      alerts are an entry of their own (C(<scenario>_alerts)) where Prometheus judged them.
+  returned: success
+  type: list
+  elements: dict
+steps:
+  description: Each step of the scenario's table as it ran, C(step) (its words), C(seconds), C(skipped).
+  returned: success
+  type: list
+  elements: dict
+passed:
+  description: Whether every check of every entry passed.
+  returned: success
+  type: bool
+"""
+
+import copy
+import os
+
+from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import PROBE_IMAGE
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.plot import draw
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import Prometheus
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import engine
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import probe
+
+
+def argspec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
+        name=dict(type="str", required=True, choices=["baseline", "flood", "flood_reverse", "mig", "isolation"]),
+        plan=dict(type="dict", required=True),
+        settings=dict(type="dict", required=True),
+        pod=dict(type="dict", required=True),
+        load_script=dict(type="str", required=True),
+        prometheus_url=dict(type="str", default=""),
+        alert_for=dict(type="str", default="5m"),
+        results_dir=dict(type="path", default="."),
+    )
+    return spec
+
+
+def exec_in_pod(client):
+    """``nvidia-smi -L`` and the like in a pod (real GPUs only): kubernetes' exec stream, its stdout."""
+    def run(namespace, pod, argv):
+        from kubernetes.client import CoreV1Api
+        from kubernetes.stream import stream
+        return stream(CoreV1Api(client.client.client).connect_get_namespaced_pod_exec, pod, namespace, command=argv,
+                      stderr=False, stdin=False, stdout=True, tty=False)
+    return run
+
+
+def draw_png(path, title, start, panels, spans):
+    """The plot (monitoring/plot.py), its directory made first."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return draw(path, title, start, panels, spans)
+
+
+def isolation(module, plan, settings, waiter):
+    tenant, other = plan["tenants"][0], plan["tenants"][1]
+    params = dict(tenant=tenant, other=other, priority_classes=plan["priority_classes"],
+                  local_queue_suffix=plan["local_queue_suffix"], simulated=module.params["pod"]["simulated"],
+                  image=PROBE_IMAGE, timeout=int(settings["probe_timeout"]), hold_seconds=5,
+                  running_bound_seconds=float(settings["running_bound_seconds"]),
+                  accounting_grace_seconds=float(settings["accounting_grace_seconds"]),
+                  termination_grace_max_seconds=plan["isolation"]["termination_grace_max_seconds"],
+                  max_object_kib=plan["isolation"]["max_object_kib"])
+
+    def client_as(user, groups):
+        if user is None:
+            return get_api_client(module)
+        return get_api_client(module, impersonate_user=user, impersonate_groups=groups)
+
+    return [probe.isolation_scenario(params, probe.clients_for(tenant, other, client_as), waiter)], []
+
+
+def run(module, client, waiter=None):
+    params, plan = module.params, module.params["plan"]
+    if len(plan.get("tenants") or []) < 2 or plan.get("errors"):
+        module.fail_json(msg="validate needs at least two valid tenants on a cluster with GPUs: %s" % (
+            "; ".join(plan.get("errors") or []) or "only %d tenant(s)" % len(plan.get("tenants") or [])))
+    waiter = waiter or Waiter()
+    try:
+        settings = dict(engine.settings_of(params["settings"]), probe_timeout=params["settings"].get("probe_timeout", 60))
+        if params["name"] == "isolation":
+            results, steps = isolation(module, plan, settings, waiter)
+        else:
+            pod = dict(params["pod"])
+            scenario = engine.Run(
+                client, waiter, plan["tenants"][:2], plan["tenants"], plan["capacity"], plan["local_queue_suffix"],
+                settings, pod, params["load_script"],
+                prometheus=Prometheus(params["prometheus_url"]) if params["prometheus_url"] else None,
+                exec_in_pod=exec_in_pod(client), draw=draw_png, results_dir=params["results_dir"],
+                alert_for=params["alert_for"])
+            results, steps = scenario.run(params["name"])
+    except (engine.StepFailed, probe.ProbeError, ValueError) as exc:
+        module.fail_json(msg="%s: %s" % (params["name"], exc))
+    module.exit_json(changed=True, results=results, steps=steps,
+                     passed=all(c["passed"] for r in results for c in r["checks"]))
+
+
+def main():
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=False)
+    try:
+        run(module, get_api_client(module))
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+
+
+if __name__ == "__main__":
+    main()
