@@ -36,7 +36,7 @@ VARS = {
     "run_local_ports": {"kueue_webhook": 27243, "kueue_metrics": 27244, "kueue_health": 27281, "prometheus": 27290,
                         "dcgm_exporter": 27240},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
-                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
+                                "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "lab_cluster_pod_security_defaults": {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"},
     "lab_cluster_pod_security_exemptions": {"namespaces": ["kube-system"]},
 }

@@ -34,7 +34,7 @@ CHART = {
     "run_local_ports": {"kueue_webhook": 30443, "kueue_metrics": 30444, "kueue_health": 30081, "prometheus": 30090,
                         "dcgm_exporter": 30400},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
-                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
+                                "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "kueue_chart_test_record": RECORD,
 }
 # FAIRGPU_IT_CHART: JSON overrides (cluster_name, run_local_ports, lab_cluster_apiserver_port) for a run beside the

@@ -60,10 +60,10 @@ def test_borrowing_limit_without_cohort(core, kueue):
 
 @pytest.mark.parametrize("extra, message", [
     ({"lab_cluster_node_pools": [{"name": "gpu", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 0,
-                                   "cpu": "8", "memory": "8Gi"}]},
+                                  "cpu": "8", "memory": "8Gi"}]},
      "lab_cluster_node_pools[0].gpu_count: must be an integer >= 1, got 0"),
     ({"lab_cluster_node_pools": [{"name": "gpu", "count": 0, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8,
-                                   "cpu": "8", "memory": "8Gi"}]},
+                                  "cpu": "8", "memory": "8Gi"}]},
      "lab_cluster_node_pools[0].count: must be an integer >= 1, got 0"),
     ({"cluster_provider": "docker"}, "cluster_provider: 'docker' is not a provider; use one of kwok, kind, existing"),
     # Loopback only on the embedded cluster (resolve.loopback_errors): helm would dial a chart repository or registry.

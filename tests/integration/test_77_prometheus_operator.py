@@ -56,7 +56,7 @@ VARS = {
     "run_local_ports": {"kueue_webhook": 31443, "kueue_metrics": 31444, "kueue_health": 31081, "prometheus": 31090,
                         "dcgm_exporter": 31400},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
-                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
+                                "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "monitoring_tenants": TENANTS,
     # An override of the shipped rule file's for: (the local inventory's 60 s would apply otherwise).
     "monitoring_alert_for": {"FairgpuTenantOverGuarantee": "7m"},

@@ -23,7 +23,7 @@ REPLAY = {
     "run_local_ports": {"kueue_webhook": 32443, "kueue_metrics": 32444, "kueue_health": 32081, "prometheus": 32090,
                         "dcgm_exporter": 32400},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 8, "gpu_product": "NVIDIA-H100-80GB-HBM3",
-                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
+                                "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "tenants_list": [{"name": "tenant-0", "gpus": 22, "max_jobs": 400},
                      {"name": "tenant-1", "gpus": 21, "max_jobs": 400},
                      {"name": "tenant-2", "gpus": 21, "max_jobs": 400}],

@@ -13,7 +13,7 @@ import yaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPEC = importlib.util.spec_from_file_location("mig_manager_sim", os.path.join(ROOT, "files", "mig", "mig_manager_sim.py"))
+SPEC = importlib.util.spec_from_file_location("mig_manager_sim", os.path.join(ROOT, "files", "lab", "mig_manager_sim.py"))
 SIM = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(SIM)
 STATE, CONFIG = "nvidia.com/mig.config.state", "nvidia.com/mig.config"

@@ -26,8 +26,8 @@ def test_the_connection_is_the_hosts_own_cluster_never_the_current_context():
                                   "context": "", "auth": {"kubeconfig": "/home/u/.local/share/fairgpu/kwok/clusters/"
                                                                         "fairgpu-it/kubeconfig.yaml"}}
     existing = resolve.run_settings("site", "existing", kubeconfig=EXISTING_KUBECONFIG, context="platform-admin@prod")
-    assert existing["errors"] == [] and existing["connection"]["auth"] == {"kubeconfig": EXISTING_KUBECONFIG,
-                                                                          "context": "platform-admin@prod"}
+    assert existing["errors"] == []
+    assert existing["connection"]["auth"] == {"kubeconfig": EXISTING_KUBECONFIG, "context": "platform-admin@prod"}
     assert resolve.run_settings("site", "kind")["connection"]["kubeconfig"] == "~/.kube/fairgpu-kind.yaml"
     assert resolve.run_settings("teardown", "existing")["errors"] == [
         "cluster_kubeconfig: provider 'existing' needs the path of a kubeconfig that reaches the cluster"]

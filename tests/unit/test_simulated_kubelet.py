@@ -14,7 +14,7 @@ import yaml
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import kubelet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPEC = importlib.util.spec_from_file_location("kubelet_sim", os.path.join(ROOT, "files", "kubelet", "kubelet_sim.py"))
+SPEC = importlib.util.spec_from_file_location("kubelet_sim", os.path.join(ROOT, "files", "lab", "kubelet_sim.py"))
 SIM = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(SIM)
 GPU = "nvidia.com/gpu"

@@ -7,7 +7,6 @@ applies nothing, and a ClusterQueue that never becomes Active fails naming it.""
 import copy
 import json
 
-import pytest
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from ansible_collections.fairgpu.tenancy.plugins.modules import tenants as tenants_module
@@ -165,9 +164,8 @@ def test_a_hand_edit_is_drift_listed_and_taken_back():
     assert how == "exit" and result["changed"] and result["changed_objects"] == ["ClusterQueue/team-a"]
     assert len(result["drift"]) == 1 and result["drift"][0].startswith("ClusterQueue/team-a spec.resourceGroups[0]")
     assert result["drift"][0].endswith('nominalQuota: live 12, fairgpu "8"'), result["drift"]
-    assert next(r for r in api.objects[("ClusterQueue", None, "team-a")]["spec"]
-                                             ["resourceGroups"][0]["flavors"][0]["resources"]
-                                             if r["name"] == "nvidia.com/gpu")["nominalQuota"] == "8"
+    repaired = api.objects[("ClusterQueue", None, "team-a")]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert next(r for r in repaired if r["name"] == "nvidia.com/gpu")["nominalQuota"] == "8"
 
 
 def test_check_mode_changes_nothing_and_lists_what_it_would_create():

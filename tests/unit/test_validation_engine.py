@@ -27,8 +27,8 @@ TENANTS = [tenant("team-a"), tenant("team-b")]
 CAPACITY = {"resources": {"nvidia.com/gpu": 16}}
 
 
-def run(tenants=TENANTS, prometheus=None, simulated=True, clock=None):
-    clock = clock or FakeClock()
+def run(tenants=None, prometheus=None, simulated=True, clock=None):
+    clock, tenants = clock or FakeClock(), tenants or TENANTS
     return engine.Run(None, Waiter(clock.monotonic, clock.sleep, clock.time), tenants[:2], tenants, CAPACITY, "-queue",
                       dict(SETTINGS), {"simulated": simulated}, "", prometheus=prometheus)
 

@@ -22,7 +22,11 @@ try:
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 except ImportError:
     # The modules that use this report the missing library.
-    DynamicApiError = ResourceNotFoundError = Exception
+    class DynamicApiError(Exception):
+        pass
+
+    class ResourceNotFoundError(Exception):
+        pass
 
 
 class ReadError(Exception):

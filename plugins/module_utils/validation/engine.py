@@ -455,7 +455,6 @@ class Run(object):
         kept["plots"] = [{"file": name, "title": "GPUs held vs guaranteed and pending workloads per tenant, from "
                                                  "Prometheus"}] if written else []
 
-
     def ask(self, what, *args):
         """Prometheus's answer, or None when it did not answer: the judge then shows what is missing."""
         try:
