@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import MonitoringError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import placement as monitoring_placement
 
 
@@ -20,29 +21,43 @@ def _rules(rules_text, overrides=None):
         raise AnsibleFilterError(str(exc))
 
 
-def _local_config(cluster, **kwargs):
+def _local_config(spec):
+    """``objects.local_prometheus_config`` of ``spec``, a mapping of its arguments by name (``cluster``,
+    ``kueue_target``, ``kueue_ca_file``, ``token_file``, ``dcgm_target``, ``rules_glob``, ``tenants``,
+    ``scrape_interval``, ``evaluation_interval``, ``kueue_namespace``, ``dcgm_namespace``)."""
     try:
-        return monitoring.local_prometheus_config(cluster, **kwargs)
-    except monitoring.MonitoringError as exc:
+        return monitoring.local_prometheus_config(**spec)
+    except MonitoringError as exc:
         raise AnsibleFilterError(str(exc))
 
 
-def _helm_objects(*args, **kwargs):
+def _helm_objects(tenants, spec, placement=None):
+    """``objects.helm_objects`` of ``tenants`` with the monitoring role's ``spec`` (its monitoring_spec: rules_text,
+    dashboard, namespace, release, labels, interval, kueue (namespace, service_labels, metrics_ca, server_name) and
+    dcgm (namespace, service_labels)); ``placement``: ``placement.plan``'s, or None (render.yml places nothing)."""
+    kueue, dcgm = spec["kueue"], spec["dcgm"]
     try:
-        return monitoring.helm_objects(*args, **kwargs)
-    except monitoring.MonitoringError as exc:
+        return monitoring.helm_objects(tenants, spec["rules_text"], spec["dashboard"], spec["namespace"], spec["release"],
+                                       kueue["namespace"], kueue["service_labels"], dcgm["namespace"],
+                                       dcgm["service_labels"], spec["interval"], kueue.get("metrics_ca"),
+                                       kueue.get("server_name") or "", placement=placement, labels=spec.get("labels"))
+    except MonitoringError as exc:
         raise AnsibleFilterError(str(exc))
 
 
-def _placement(prometheuses, namespaces, monitoring_namespace, kueue_namespace, dcgm_namespace, release, labels,
-               rules_text, chosen="", cross="refuse", created=None):
-    """placement.plan over the Prometheus objects and Namespace objects as k8s_info read them (``prometheuses``
-    None: not known); ``created``: ``{namespace: labels}`` fairgpu gives the namespaces it creates."""
+def _placement(prometheuses, namespaces, spec, choice=None):
+    """``placement.plan`` over the Prometheus objects and Namespace objects as k8s_info read them (``prometheuses``
+    None: not known), with the role's ``spec`` (as ``_helm_objects``) and ``choice``: ``prometheus`` (the selecting
+    Prometheus chosen by name, "" none), ``cross_namespace_rules`` (refuse or omit), ``created`` (``{namespace:
+    labels}`` fairgpu gives the namespaces it creates)."""
+    choice = choice or {}
+    names = [spec["namespace"], spec["kueue"]["namespace"], spec["dcgm"]["namespace"]]
     try:
-        names = [monitoring_namespace, kueue_namespace, dcgm_namespace]
         return monitoring_placement.plan(
-            prometheuses, monitoring_placement.namespace_labels(namespaces, names, created), monitoring_namespace,
-            kueue_namespace, dcgm_namespace, monitoring.object_labels(release, labels), rules_text, chosen, cross)
+            prometheuses, monitoring_placement.namespace_labels(namespaces, names, choice.get("created")),
+            spec["namespace"], spec["kueue"]["namespace"], spec["dcgm"]["namespace"],
+            monitoring.object_labels(spec["release"], spec.get("labels")), spec["rules_text"],
+            choice.get("prometheus") or "", choice.get("cross_namespace_rules") or "refuse")
     except monitoring_placement.PlacementError as exc:
         raise AnsibleFilterError(str(exc))
 
