@@ -21,7 +21,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import helm_r
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manifests
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import kubelet as simulated_kubelet
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
@@ -97,8 +96,6 @@ class FilterModule(object):
             "pod_security_plan": pod_security_plan,
             "pod_security_row": pod_security_row,
             "pod_security_probe_pod": pod_security.probe_pod,
-            "pod_security_admission_configuration": pod_security.admission_configuration,
-            "pod_security_admission_configuration_errors": pod_security.admission_configuration_errors,
             "fleet_errors": fleet.fleet_errors,
             "helm_chart_source": helm_release.chart_source,
             "fleet_policy_errors": fleet.policy_errors,
@@ -109,7 +106,6 @@ class FilterModule(object):
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_node_spec": cluster_spec.node_spec,
             "ready_node_names": cluster_spec.ready_node_names,
-            "kwok_stages": simulated_kubelet.kwok_stages,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "kueue_release_configuration": kueue_chart.release_configuration,
             "kueue_chart_values": kueue_chart.chart_values,

@@ -162,7 +162,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.info import COMMANDS, OPTIONAL_COMMANDS, mig_info
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import MigLayoutError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import NvidiaSmiParseError
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import NVIDIA_SMI_ANNOTATION
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import SIMULATED_NVIDIA_SMI_ANNOTATION as NVIDIA_SMI_ANNOTATION
 
 
 def argspec():

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.filter import fairgpu, monitoring, teardown
+from ansible_collections.fairgpu.tenancy.plugins.filter import fairgpu, lab, monitoring, teardown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MOST_ARGUMENTS = 5
-FILTERS = sorted((name, function) for module in (fairgpu, monitoring, teardown)
+FILTERS = sorted((name, function) for module in (fairgpu, lab, monitoring, teardown)
                  for name, function in module.FilterModule().filters().items())
 CALLERS = [path for pattern in ("roles/**/*.yml", "roles/**/*.j2", "playbooks/*.yml", "extensions/**/*.yml",
                                 "tests/integration/*.yml", "tests/unit/fixtures/**/*.yml")

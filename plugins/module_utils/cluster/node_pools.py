@@ -25,8 +25,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.fields import unknown_field_errors
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import UNSCHEDULABLE_TAINT
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import apply_sharing
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_RESOURCE,
+    GPU_SHARING_STRATEGY_LABEL,
+    SHARED_PRODUCT_SUFFIX,
+    UNSCHEDULABLE_TAINT,
+)
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import taints as node_taints
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
@@ -49,6 +55,21 @@ def _is_quantity(value):
     except ValueError:
         return False
     return amount.is_finite() and amount >= 0
+
+
+def apply_sharing(labels, resources, sharing):
+    """What the device plugin and GFD publish for a node with a sharing config (``{"strategy": "time-slicing" |
+    "mps", "replicas": N}``, renameByDefault false; None: no sharing): ``nvidia.com/gpu`` times the replicas, the
+    product ``<product>-SHARED``, ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy``, while
+    ``nvidia.com/gpu.count`` stays the physical count (NVIDIA GPU Operator documentation, "GPU sharing"). Returns
+    new ``(labels, resources)``."""
+    labels, resources = dict(labels), dict(resources)
+    if sharing and resources.get(GPU_RESOURCE):
+        labels[GPU_PRODUCT_LABEL] += SHARED_PRODUCT_SUFFIX
+        labels[GPU_REPLICAS_LABEL] = str(sharing["replicas"])
+        labels[GPU_SHARING_STRATEGY_LABEL] = sharing["strategy"]
+        resources[GPU_RESOURCE] *= sharing["replicas"]
+    return labels, resources
 
 
 def node_pool_errors(pools, where="lab_cluster_node_pools"):

@@ -25,6 +25,10 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 # The GPU Operator's mig.strategy as GFD publishes it (none | single | mixed; absent under none).
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+# The MIG manager's label pair (NVIDIA mig-parted v0.13.1, k8s-mig-manager): the layout a node is told to take, and
+# the manager's answer (pending, rebooting, success, failed).
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 # GPU sharing (time-slicing, MPS): GFD writes the replicas and the strategy (time-slicing | mps | none) and, unless the
 # device plugin renames the resource, adds -SHARED to the product; with renameByDefault the resource is
 # nvidia.com/gpu.shared and the product keeps its name (NVIDIA GPU Operator docs, "GPU sharing"; k8s-device-plugin
@@ -57,6 +61,12 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 JOB_NAME_LABEL = "job-name"
 
 # --- fairgpu's labels and annotations -----------------------------------------------------------------------
+# The lab's simulated hardware on a kwok node (roles/lab_cluster writes the first, the lab's MIG manager the others):
+# <prefix>product, count, memory-mib, sharing; the MIG layout it applied; the node's nvidia-smi outputs. The production
+# path reads them where a node has them, as it would read a real node's reports.
+SIMULATED_GPU_ANNOTATION_PREFIX = "fairgpu.io/simulated-gpu-"
+SIMULATED_MIG_LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"
+SIMULATED_NVIDIA_SMI_ANNOTATION = "fairgpu.io/simulated-nvidia-smi"
 TENANT_LABEL = "fairgpu.io/tenant"
 # Namespace annotation: the WorkloadPriorityClasses the tenant's Jobs may name (comma-separated), read by the
 # JOB_POLICY ValidatingAdmissionPolicy.

@@ -28,23 +28,23 @@ import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import canonical_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
-    GPU_PRODUCT_LABEL,
-    GPU_REPLICAS_LABEL,
     GPU_RESOURCE,
-    GPU_SHARING_STRATEGY_LABEL,
+    MIG_CONFIG_LABEL,
     MIG_RESOURCE_PREFIX,
+    MIG_STATE_LABEL,
     MIG_STRATEGY_LABEL,
-    SHARED_PRODUCT_SUFFIX,
+    SIMULATED_GPU_ANNOTATION_PREFIX,
+    SIMULATED_MIG_LAYOUT_ANNOTATION,
+    SIMULATED_NVIDIA_SMI_ANNOTATION,
 )
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import apply_sharing
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GpuCatalogError, gfd_labels
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import simulated_nvidia_smi
 
-ANNOTATION_PREFIX = "fairgpu.io/simulated-gpu-"
-LAYOUT_ANNOTATION = "fairgpu.io/simulated-mig-layout"
-NVIDIA_SMI_ANNOTATION = "fairgpu.io/simulated-nvidia-smi"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+ANNOTATION_PREFIX = SIMULATED_GPU_ANNOTATION_PREFIX
+LAYOUT_ANNOTATION = SIMULATED_MIG_LAYOUT_ANNOTATION
+NVIDIA_SMI_ANNOTATION = SIMULATED_NVIDIA_SMI_ANNOTATION
 
 
 class SimulatedNodeError(ValueError):
@@ -85,21 +85,6 @@ def desired_gpu_state(annotations, mig_strategy):
     except GpuCatalogError as exc:
         raise SimulatedNodeError(str(exc))
     return labels, {GPU_RESOURCE: count}
-
-
-def apply_sharing(labels, resources, sharing):
-    """What the device plugin and GFD publish for a node with a sharing config (``{"strategy": "time-slicing" |
-    "mps", "replicas": N}``, renameByDefault false; None: no sharing): ``nvidia.com/gpu`` times the replicas, the
-    product ``<product>-SHARED``, ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy``, while
-    ``nvidia.com/gpu.count`` stays the physical count (NVIDIA GPU Operator documentation, "GPU sharing"). Returns
-    new ``(labels, resources)``."""
-    labels, resources = dict(labels), dict(resources)
-    if sharing and resources.get(GPU_RESOURCE):
-        labels[GPU_PRODUCT_LABEL] += SHARED_PRODUCT_SUFFIX
-        labels[GPU_REPLICAS_LABEL] = str(sharing["replicas"])
-        labels[GPU_SHARING_STRATEGY_LABEL] = sharing["strategy"]
-        resources[GPU_RESOURCE] *= sharing["replicas"]
-    return labels, resources
 
 
 def owned_label(name):

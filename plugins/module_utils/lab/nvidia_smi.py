@@ -24,6 +24,7 @@ __metaclass__ = type
 import uuid
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import GPU_MODELS
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import QUERY_GPU
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import (
     ATTRIBUTES,
     free_instances,
@@ -33,7 +34,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.layout import 
     profile_memory_mib,
 )
 
-QUERY_GPU = "--query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total --format=csv"
 COMMANDS = ("-L", "mig -lgip", "mig -lgipp", "mig -lgi", "mig -lci", QUERY_GPU)
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fairgpu.io")
 # NVML's compute instance profile IDs (NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE) by compute slices.

@@ -15,7 +15,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import resources
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.nvidia_smi import QUERY_GPU
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.nvidia_smi import QUERY_GPU
 
 # The nvidia-smi arguments whose output the module reads; -L is required, the others refine the tree.
 COMMANDS = ("-L", "mig -lgi", "mig -lci", QUERY_GPU)

@@ -39,7 +39,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig.catalog import (
     GPU_MODELS,
     MIG_STRATEGIES,
@@ -694,6 +694,6 @@ def gfd_mig_labels(product, gpu_count, layout, strategy, mig_config=None, catalo
             labels.update(_mig_labels(resource, product, profile, count, catalogue))
             labels[resource + ".sharing-strategy"] = "none"
     if mig_config is not None:
-        labels["nvidia.com/mig.config"] = mig_config
-        labels["nvidia.com/mig.config.state"] = "success"
+        labels[MIG_CONFIG_LABEL] = mig_config
+        labels[MIG_STATE_LABEL] = "success"
     return labels

@@ -25,10 +25,10 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     MANAGED_BY,
     MIG_RESOURCE_PREFIX,
 )
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import (
-    ANNOTATION_PREFIX,
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     MIG_STATE_LABEL as STATE_LABEL,
-    NVIDIA_SMI_ANNOTATION,
+    SIMULATED_GPU_ANNOTATION_PREFIX as ANNOTATION_PREFIX,
+    SIMULATED_NVIDIA_SMI_ANNOTATION as NVIDIA_SMI_ANNOTATION,
 )
 
 

@@ -27,6 +27,9 @@ __metaclass__ = type
 
 import re
 
+# The query of the GPUs' MIG modes and memory the readers ask nvidia-smi (and the lab's nvidia-smi answers).
+QUERY_GPU = "--query-gpu=index,name,uuid,mig.mode.current,mig.mode.pending,memory.total --format=csv"
+
 GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)$")
 MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-(?:GPU-)?[0-9A-Fa-f-]+)(?:/(\d+)/(\d+))?\)$")
 # Answers of `nvidia-smi mig -lgi|-lci|-lgip` when there is nothing to list, e.g. "No GPU instances found: Not Found"

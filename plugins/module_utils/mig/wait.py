@@ -33,7 +33,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nvidia_smi
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab.node import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 
 READY, FAILED, WAITING = "ready", "failed", "waiting"
 
