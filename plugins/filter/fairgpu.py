@@ -22,7 +22,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import manife
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import layout as mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import schedule as replay_schedule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.teardown.plan import other_writers
 
 
@@ -71,12 +70,6 @@ def mig_result_errors(layout, states, before, smi=None):
                                         reports, lgip)
 
 
-def mig_progress(states, layout, before, smi=None):
-    """``wait.progress`` of the nodes as read now (``states``) against ``before``."""
-    lgip, reports = _smi(smi)
-    return mig_wait.progress(states, layout["document"], layout["name"], layout["strategy"], before, reports, lgip)
-
-
 def mig_node_unchecked(nodes, smi=None):
     lgip, reports = _smi(smi)
     return mig_nodes.node_unchecked(nodes, lgip, reports)
@@ -105,7 +98,6 @@ class FilterModule(object):
             "node_pool_errors": cluster_spec.node_pool_errors,
             "node_pool_nodes": cluster_spec.node_pool_nodes,
             "node_pool_node_spec": cluster_spec.node_spec,
-            "ready_node_names": cluster_spec.ready_node_names,
             "kueue_local_webhooks": kueue_webhooks.local_webhook_configurations,
             "kueue_release_configuration": kueue_chart.release_configuration,
             "kueue_chart_values": kueue_chart.chart_values,
@@ -128,8 +120,6 @@ class FilterModule(object):
             "mig_config_node_warnings": mig_node_warnings,
             "mig_config_result_errors": mig_result_errors,
             "mig_config_node_unchecked": mig_node_unchecked,
-            "mig_config_progress": mig_progress,
-            "mig_config_timeout_message": mig_wait.timeout_message,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
             "replay_tenant_queues": replay_schedule.tenant_queues,
         }

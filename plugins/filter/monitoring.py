@@ -68,8 +68,6 @@ class FilterModule(object):
             "monitoring_rules": _rules,
             "monitoring_alert_errors": monitoring.alert_for_errors,
             "monitoring_duration_errors": monitoring.duration_errors,
-            "monitoring_alert_names": lambda text: sorted(monitoring.alerts(text)),
-            "monitoring_alert_seconds": monitoring.alert_seconds,
             "monitoring_local_config": _local_config,
             "monitoring_helm_objects": _helm_objects,
             "monitoring_placement": _placement,

@@ -52,12 +52,3 @@ def test_unknown_fields_are_all_named():
         "lab_cluster_node_pools[0].gpu_memroy_mib: unknown field; known fields are name, count, gpu_product, "
         "gpu_count, gpu_memory_mib, cpu, memory, pods, taints, unschedulable, gpu_sharing",
     ]
-
-
-def test_ready_node_names():
-    from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import ready_node_names
-
-    nodes = [{"metadata": {"name": "b"}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "x"}]}},
-             {"metadata": {"name": "a"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
-             {"metadata": {"name": "c"}, "status": {}}]
-    assert ready_node_names(nodes) == ["b"]

@@ -190,12 +190,3 @@ def node_spec(node):
     if taints:
         spec["taints"] = taints
     return spec
-
-
-def ready_node_names(nodes):
-    """Names of the Node objects (API dicts) whose Ready condition is True, sorted."""
-    return sorted(
-        node["metadata"]["name"] for node in nodes
-        if any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
-    )

@@ -134,9 +134,3 @@ def progress(nodes, document, name, strategy, before=None, reports=None, lgip=No
             result[status].append(message)
     result["done"] = not result["waiting"]
     return result
-
-
-def timeout_message(result, seconds, name):
-    """The message when the wait ran out: which nodes and why, with what to look at."""
-    return ("the MIG manager did not finish %r within %s s on %d node(s) (mig_config_wait_timeout):\n%s"
-            % (name, seconds, len(result.get("waiting") or []), "\n".join(result.get("waiting") or [])))

@@ -50,3 +50,24 @@ class Prometheus(object):
     def rules(self):
         """The alerting rule groups Prometheus evaluates (``/api/v1/rules?type=alert``)."""
         return self._data("/api/v1/rules?type=alert").get("groups") or []
+
+    def targets(self):
+        """The active scrape targets (``/api/v1/targets?state=active``), each with ``labels.job``, ``health``
+        (``up``, ``down``, ``unknown``) and ``lastError``."""
+        return self._data("/api/v1/targets?state=active").get("activeTargets") or []
+
+
+def ready(targets, groups, jobs, alerts):
+    """Whether Prometheus scrapes every job of ``jobs`` healthily and evaluates exactly the alerting rules of
+    ``alerts`` (``{name: for in seconds}``, the rule file as written), each with its ``for:``: ``(held, observed)``
+    with one line of what it answered. ``targets``, ``groups``: ``Prometheus.targets()`` and ``rules()``; a job
+    counts as up when one of its targets is."""
+    up = sorted(set(t.get("labels", {}).get("job") for t in targets if t.get("health") == "up"))
+    loaded = dict((r.get("name"), float(r.get("duration") or 0)) for g in groups for r in g.get("rules") or [])
+    wanted = dict((name, float(seconds or 0)) for name, seconds in alerts.items())
+    targets_seen = ", ".join("%s %s%s" % (t.get("labels", {}).get("job"), t.get("health"),
+                                          " (%s)" % t["lastError"] if t.get("lastError") else "")
+                             for t in targets) or "none"
+    rules_seen = ", ".join("%s for %gs" % (name, loaded[name]) for name in sorted(loaded)) or "none"
+    observed = "targets: %s; alerting rules: %s" % (targets_seen, rules_seen)
+    return up == sorted(set(jobs)) and loaded == wanted, observed
