@@ -50,29 +50,11 @@ def _smi(smi):
     return smi.get("lgip") or {}, smi.get("reports") or {}
 
 
-def mig_node_errors(layout, nodes, smi=None):
-    """``nodes.node_errors`` of ``layout`` (``{"document", "name", "strategy"}``: the mig-parted document, the
-    selected config, the GPU Operator's MIG strategy) on the Node dicts ``nodes``."""
-    lgip, reports = _smi(smi)
-    return mig_nodes.node_errors(layout["document"], layout["name"], nodes, layout["strategy"], lgip, reports)
-
-
-def mig_node_warnings(layout, nodes, smi=None):
-    """``nodes.node_warnings`` (the configs not selected that would not fit), as ``mig_node_errors``."""
-    lgip, reports = _smi(smi)
-    return mig_nodes.node_warnings(layout["document"], layout["name"], nodes, layout["strategy"], lgip, reports)
-
-
 def mig_result_errors(layout, states, before, smi=None):
     """``nodes.node_result_errors`` of the nodes as read after the MIG manager (``states``), ``before`` it."""
     lgip, reports = _smi(smi)
     return mig_nodes.node_result_errors(layout["document"], layout["name"], states, layout["strategy"], before,
                                         reports, lgip)
-
-
-def mig_node_unchecked(nodes, smi=None):
-    lgip, reports = _smi(smi)
-    return mig_nodes.node_unchecked(nodes, lgip, reports)
 
 
 def pod_security_row(component, mode, namespace, install_chart=True, kueue_values=None):
@@ -115,11 +97,7 @@ class FilterModule(object):
             "kustomize_tree": manifests.kustomize_tree,
             "mig_config_document": mig_nodes.config_document,
             "mig_config_name": mig_layout.fairgpu_config_name,
-            "mig_config_configmap": mig_nodes.configmap,
-            "mig_config_node_errors": mig_node_errors,
-            "mig_config_node_warnings": mig_node_warnings,
             "mig_config_result_errors": mig_result_errors,
-            "mig_config_node_unchecked": mig_node_unchecked,
             "gpu_operator_values_errors": gpu_operator_values.values_errors,
             "replay_tenant_queues": replay_schedule.tenant_queues,
         }

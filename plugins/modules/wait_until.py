@@ -9,10 +9,11 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: wait_until
-short_description: Wait until a condition on the cluster, Prometheus or the MIG manager holds
+short_description: Wait until a condition on the cluster or Prometheus holds
 version_added: 0.1.0
 description:
-  - Every wait of fairgpu's roles in one place - read, judge, sleep O(interval) seconds, until the O(condition) holds
+  - Every wait of fairgpu's roles outside a module of their own desired state (C(tenants) and C(mig_layout) wait for
+    what they apply) in one place - read, judge, sleep O(interval) seconds, until the O(condition) holds
     or O(timeout) seconds have passed (plugins/module_utils/common/waiter.py). It fails with O(fail_msg), the
     timeout and the last state it observed.
   - It changes nothing. The reads are gets and, for C(webhooks_admit), a server-side dry-run create, so the module
@@ -28,9 +29,6 @@ description:
     webhook that does not answer fails the request; C(AlreadyExists) means admission passed).
   - C(prometheus_ready) asks Prometheus at O(url) until every job of O(jobs) has a healthy target and its alerting
     rules are those of O(rules_text), each with its C(for:).
-  - C(mig_layout_applied) lists the Nodes of O(label_selectors) until the MIG manager has answered on each, for the
-    config O(layout) selects, applied or failed (plugins/module_utils/mig/wait.py, with mig-parted's source of each
-    rule); a node's state from before its label changed (O(nodes_before)) is not an answer.
 author:
   - fairgpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -40,8 +38,7 @@ options:
     description: What to wait for (see the description).
     type: str
     required: true
-    choices: [api_answers, nodes_ready, resource_advertised, secret_key, webhooks_admit, prometheus_ready,
-              mig_layout_applied]
+    choices: [api_answers, nodes_ready, resource_advertised, secret_key, webhooks_admit, prometheus_ready]
   timeout:
     description: Seconds to wait at most; the condition is read at least once.
     type: int
@@ -57,7 +54,7 @@ options:
     type: str
     default: the condition did not hold
   label_selectors:
-    description: The Nodes to read (C(nodes_ready), C(resource_advertised), C(mig_layout_applied)), as kubernetes.core's.
+    description: The Nodes to read (C(nodes_ready), C(resource_advertised)), as kubernetes.core's.
     type: list
     elements: str
     default: []
@@ -92,25 +89,9 @@ options:
   rules_text:
     description: The text of the rule file Prometheus must evaluate, every alerting rule with its C(for:) (C(prometheus_ready)).
     type: str
-  layout:
-    description:
-      - The MIG layout being applied (C(mig_layout_applied)), C({document, name, strategy}) - the mig-parted
-        document, the config the nodes' C(nvidia.com/mig.config) label selects and the GPU Operator's MIG strategy.
-    type: dict
-  smi:
-    description:
-      - The nodes' own nvidia-smi outputs (C(mig_layout_applied)), C({lgip, reports}) as the C(mig_config) role
-        gathers them (C(mig_config_node_lgip) and the reports it reads through the GPU Operator's pods).
-    type: dict
-    default: {}
-  nodes_before:
-    description: The Nodes as read before their label changed (C(mig_layout_applied)), API dicts.
-    type: list
-    elements: dict
-    default: []
 notes:
   - Sources of the judges - plugins/module_utils/common/readiness.py, plugins/module_utils/monitoring/prometheus.py
-    (C(ready)), plugins/module_utils/mig/wait.py (C(progress)).
+    (C(ready)).
 """
 
 EXAMPLES = r"""
@@ -143,18 +124,11 @@ observed:
   sample: "not Ready: gpu-node-1"
 resources:
   description:
-    - The objects of the last read, as API dicts - the Nodes (C(nodes_ready), C(resource_advertised),
-      C(mig_layout_applied)) or the Secret (C(secret_key), empty when it does not exist).
+    - The objects of the last read, as API dicts - the Nodes (C(nodes_ready), C(resource_advertised)) or the Secret
+      (C(secret_key), empty when it does not exist).
   returned: when the condition reads objects
   type: list
   elements: dict
-progress:
-  description:
-    - The MIG manager's progress at the last read (C(mig_layout_applied)) - C(done) (no node waiting), C(ready)
-      (node names), C(failed) and C(waiting) (one message per node, with the reason).
-  returned: when condition is mig_layout_applied
-  type: dict
-  sample: {done: true, ready: [gpu-node-0], failed: [], waiting: []}
 """
 
 import copy
@@ -166,7 +140,6 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import readiness
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import prometheus
 
@@ -181,7 +154,6 @@ REQUIRED = {
     "secret_key": ["namespace", "name"],
     "webhooks_admit": ["definition"],
     "prometheus_ready": ["url", "jobs", "rules_text"],
-    "mig_layout_applied": ["layout"],
 }
 
 
@@ -189,8 +161,7 @@ def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
         condition=dict(type="str", required=True, choices=["api_answers", "nodes_ready", "resource_advertised",
-                                                            "secret_key", "webhooks_admit", "prometheus_ready",
-                                                            "mig_layout_applied"]),
+                                                            "secret_key", "webhooks_admit", "prometheus_ready"]),
         timeout=dict(type="int", default=60),
         interval=dict(type="float", default=2),
         fail_msg=dict(type="str", default="the condition did not hold"),
@@ -204,9 +175,6 @@ def argspec():
         url=dict(type="str"),
         jobs=dict(type="list", elements="str"),
         rules_text=dict(type="str"),
-        layout=dict(type="dict"),
-        smi=dict(type="dict", default={}),
-        nodes_before=dict(type="list", elements="dict", default=[]),
     )
     return spec
 
@@ -284,34 +252,22 @@ def condition(params, reader):
     if kind == "webhooks_admit":
         return (lambda: reader.admission_error(params["definition"]),
                 lambda error: readiness.admitted(error) + ({},))
-    if kind == "prometheus_ready":
-        server = reader.prometheus_factory(params["url"])
-        alerts = dict((name, monitoring_objects.alert_seconds(params["rules_text"], name))
-                      for name in monitoring_objects.alerts(params["rules_text"]))
+    server = reader.prometheus_factory(params["url"])
+    alerts = dict((name, monitoring_objects.alert_seconds(params["rules_text"], name))
+                  for name in monitoring_objects.alerts(params["rules_text"]))
 
-        def read_prometheus():
-            try:
-                return server.targets(), server.rules(), None
-            except prometheus.PrometheusError as exc:
-                return [], [], _line(exc)
+    def read_prometheus():
+        try:
+            return server.targets(), server.rules(), None
+        except prometheus.PrometheusError as exc:
+            return [], [], _line(exc)
 
-        def judge_prometheus(answer):
-            targets, groups, error = answer
-            if error:
-                return False, error, {}
-            return prometheus.ready(targets, groups, params["jobs"], alerts) + ({},)
-        return read_prometheus, judge_prometheus
-    layout, smi = params["layout"], params["smi"] or {}
-
-    def judge_mig(nodes):
-        progress = mig_wait.progress(nodes, layout["document"], layout["name"], layout["strategy"],
-                                     params["nodes_before"], smi.get("reports"), smi.get("lgip"))
-        if progress["waiting"]:
-            observed = "%d node(s) waiting:\n%s" % (len(progress["waiting"]), "\n".join(progress["waiting"]))
-        else:
-            observed = "\n".join(progress["failed"]) or "ready: " + ", ".join(progress["ready"])
-        return progress["done"], observed, {"resources": nodes, "progress": progress}
-    return lambda: reader.nodes(params["label_selectors"]), judge_mig
+    def judge_prometheus(answer):
+        targets, groups, error = answer
+        if error:
+            return False, error, {}
+        return prometheus.ready(targets, groups, params["jobs"], alerts) + ({},)
+    return read_prometheus, judge_prometheus
 
 
 def wait(params, reader, waiter=None):

@@ -1,7 +1,6 @@
 """Module fairgpu.tenancy.wait_until: each condition holds once the world it reads comes right while the module
 waits (a fake client and Prometheus that change on the clock's sleeps), and when it does not, the module fails with
-the caller's words, the timeout and the last state it saw. The MIG condition's judge is mig/wait.py's (its own tests
-in test_mig_wait.py); here only that its progress reaches the result."""
+the caller's words, the timeout and the last state it saw."""
 
 import json
 
@@ -78,7 +77,7 @@ def node(name, ready=True, allocatable=None, labels=None):
 def params(condition, **given):
     base = dict(condition=condition, timeout=10, interval=2, fail_msg="it did not happen", label_selectors=[],
                 names=None, resource="nvidia.com/gpu", namespace=None, name=None, key="token", definition=None,
-                url=None, jobs=None, rules_text=None, layout=None, smi={}, nodes_before=[])
+                url=None, jobs=None, rules_text=None)
     base.update(given)
     return base
 
@@ -216,21 +215,6 @@ def test_a_rule_with_another_for_is_not_the_rule_file_as_written():
     ok, _result = run("prometheus_ready", FakeClient(), prometheus=server, url="http://x",
                       jobs=["kueue", "nvidia-dcgm-exporter"], rules_text=RULES.replace("for: 2m", "for: 5m"))
     assert not ok
-
-
-def test_mig_layout_applied_returns_the_progress_of_each_node():
-    document = {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}]}}
-    labels = {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "failed"}
-    client = FakeClient([node("a", labels=labels)])
-    ok, result = run("mig_layout_applied", client, layout={"document": document, "name": "all-disabled",
-                                                          "strategy": "mixed"})
-    assert ok and result["progress"]["done"] and result["progress"]["failed"]
-    assert result["observed"] == "\n".join(result["progress"]["failed"])
-    pending = run("mig_layout_applied", FakeClient([node("a", labels=dict(labels, **{
-        "nvidia.com/mig.config.state": "pending"}))]), layout={"document": document, "name": "all-disabled",
-                                                                  "strategy": "mixed"})
-    assert not pending[0] and pending[1]["msg"].startswith("it did not happen within 10 s; last seen: 1 node(s) waiting:\n")
-    assert "node a: nvidia.com/mig.config.state is pending" in pending[1]["msg"]
 
 
 def test_a_node_is_ready_only_when_its_ready_condition_is_true():
