@@ -150,14 +150,11 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService, diff_objects
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_CONFIG_LABEL
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
-
-SERVER_SIDE_APPLY = {"field_manager": "fairgpu", "force_conflicts": True}
-
 
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
@@ -188,56 +185,33 @@ def judged(params, nodes):
 
 
 class MigLayout(object):
-    """One run against a cluster: ``client`` kubernetes.core's, ``service`` its K8sService."""
+    """One run against a cluster: ``client`` kubernetes.core's, ``applier`` what writes its objects."""
 
     def __init__(self, module, client, waiter=None):
         self.module, self.client = module, client
-        module.params["server_side_apply"] = SERVER_SIDE_APPLY
-        self.service = K8sService(client, module)
+        self.applier = Applier(module, client)
         self.waiter = waiter or Waiter()
-        self.changed, self.diffs = [], []
 
     def nodes(self):
-        resource = self.client.resource("Node", "v1")
-        return self.client.get(resource, label_selector=self.module.params["node_selector"]).to_dict().get("items") or []
+        return listed(self.client, "Node", label_selector=self.module.params["node_selector"])
 
     def namespace(self, name):
         """Create the namespace when it is missing; returns whether it is new. One that exists is left as it is."""
         definition = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        resource = self.client.resource("Namespace", "v1")
-        if self.service.retrieve(resource, definition):
+        if self.applier.live(definition):
             return False
-        self.service.create(resource, definition)
-        self.changed.append("Namespace/" + name)
+        self.applier.service.create(self.applier.resource(definition), definition)
+        self.applier.changed.append("Namespace/" + name)
         return True
-
-    def configmap(self, new_namespace):
-        """Server-side apply the MIG manager's ConfigMap; in check mode, one in a namespace the run creates is listed
-        as one it would create (the API server cannot dry-run into a namespace that does not exist)."""
-        target = self.module.params["configmap"]
-        definition = mig_nodes.configmap(self.module.params["document"], target["name"], target["namespace"])
-        key = "ConfigMap/%s/%s" % (target["namespace"], target["name"])
-        if new_namespace and self.module.check_mode:
-            self.changed.append(key)
-            return
-        resource = self.client.resource("ConfigMap", "v1")
-        existing = None if new_namespace else self.service.retrieve(resource, definition)
-        live = existing.to_dict() if existing else {}
-        instance, _warnings = self.service.apply(resource, copy.deepcopy(definition), existing)
-        same, diff = diff_objects(live, instance)
-        if not same:
-            self.changed.append(key)
-            if self.module._diff:
-                self.diffs.append(dict(diff, before_header=key, after_header=key))
 
     def label(self, node):
         """Select the config on ``node`` (label ``nvidia.com/mig.config``) when it selects another."""
         name, config = node["metadata"]["name"], self.module.params["config"]
         if ((node["metadata"].get("labels") or {}).get(MIG_CONFIG_LABEL)) == config:
             return
-        self.service.patch_resource(self.client.resource("Node", "v1"),
-                                    {"metadata": {"labels": {MIG_CONFIG_LABEL: config}}}, name, None, "merge")
-        self.changed.append("Node/" + name)
+        self.applier.service.patch_resource(self.client.resource("Node", "v1"),
+                                            {"metadata": {"labels": {MIG_CONFIG_LABEL: config}}}, name, None, "merge")
+        self.applier.changed.append("Node/" + name)
 
     def wait(self, before):
         """Wait until the MIG manager has answered on every node; fail naming those it did not finish."""
@@ -254,9 +228,10 @@ class MigLayout(object):
             self.module.fail_json(
                 msg="the MIG manager did not finish %r within %d s on %d node(s) (mig_config_wait_timeout):\n%s"
                     % (params["config"], params["wait_timeout"], len(result["waiting"]), "\n".join(result["waiting"])),
-                progress=result, changed=bool(self.changed))
+                progress=result, changed=bool(self.applier.changed))
         if result["failed"]:
-            self.module.fail_json(msg="\n".join(result["failed"]), progress=result, changed=bool(self.changed))
+            self.module.fail_json(msg="\n".join(result["failed"]), progress=result,
+                                  changed=bool(self.applier.changed))
         return nodes, result, elapsed
 
 
@@ -272,17 +247,18 @@ def converge(module, client, waiter=None):
         module.fail_json(msg="\n".join(errors), nodes_before=before)
     for warning in warnings:
         module.warn(warning)
-    new_namespace = run.namespace(params["configmap"]["namespace"])
-    run.configmap(new_namespace)
+    target = params["configmap"]
+    new_namespaces = [target["namespace"]] if run.namespace(target["namespace"]) else []
+    run.applier.apply(mig_nodes.configmap(params["document"], target["name"], target["namespace"]), new_namespaces)
     for node in before:
         run.label(node)
     nodes, progress, elapsed = before, {}, 0.0
     if not module.check_mode:
         nodes, progress, elapsed = run.wait(before)
-    result = dict(changed=bool(run.changed), nodes=nodes, nodes_before=before, progress=progress, warnings=warnings,
-                  changed_objects=run.changed, elapsed=round(elapsed, 1))
-    if module._diff and run.diffs:
-        result["diff"] = run.diffs
+    result = dict(changed=bool(run.applier.changed), nodes=nodes, nodes_before=before, progress=progress,
+                  warnings=warnings, changed_objects=run.applier.changed, elapsed=round(elapsed, 1))
+    if module._diff and run.applier.diffs:
+        result["diff"] = run.applier.diffs
     return result
 
 

@@ -202,8 +202,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService, diff_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     GPU_PRESENT_LABEL,
     KUEUE_API,
@@ -214,14 +214,6 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
 
-try:
-    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-except ImportError:
-    # AnsibleK8SModule reports the missing library.
-    NotFoundError = ResourceNotFoundError = Exception
-
-# How kubernetes.core's service applies (it reads this from the module's parameters, service.py ``apply``).
-SERVER_SIDE_APPLY = {"field_manager": "fairgpu", "force_conflicts": True}
 MANAGED = MANAGED_BY_LABEL + "=fairgpu"
 
 
@@ -256,51 +248,13 @@ def plan(module, nodes):
         isolation=params["isolation"], gpu_flavors=params["gpu_flavors"])
 
 
-def listed(client, kind, api_version="v1", **selectors):
-    """The items of ``kind`` as dicts (``label_selector``, ``namespace`` passed on); none when the kind is not served."""
-    try:
-        return client.get(client.resource(kind, api_version), **selectors).to_dict().get("items") or []
-    except (NotFoundError, ResourceNotFoundError):
-        return []
-
-
 class Tenants(object):
-    """One run of the module against a cluster: ``client`` kubernetes.core's, ``service`` its K8sService."""
+    """One run of the module against a cluster: ``client`` kubernetes.core's, ``applier`` what writes its objects."""
 
     def __init__(self, module, client, waiter=None):
         self.module, self.client = module, client
-        # kubernetes.core's service reads how to apply from the module's parameters (service.py, apply).
-        module.params["server_side_apply"] = SERVER_SIDE_APPLY
-        self.service = K8sService(client, module)
+        self.applier = Applier(module, client)
         self.waiter = waiter or Waiter()
-        self.changed, self.diffs = [], []
-
-    def apply(self, definition, new_namespaces):
-        """Compare ``definition`` with its live object, then server-side apply it. Returns the differences of the
-        fields fairgpu sets (drift) and records the object when the apply changed it (would, in check mode)."""
-        key = drift.object_key(definition)
-        if (definition.get("metadata") or {}).get("namespace") in new_namespaces:
-            # Its namespace is created by this run: nothing to compare, and in check mode the API server cannot
-            # dry-run an object into a namespace that does not exist yet (it answers NotFound for the namespace, the
-            # field report of kubernetes-sigs/kustomize#1957); it is listed as one the run would create.
-            if self.module.check_mode:
-                self.changed.append(key)
-                return []
-            existing = None
-        else:
-            existing = self.service.retrieve(self.resource(definition), definition)
-        live = existing.to_dict() if existing else {}
-        differences = drift.object_differences(live, definition) if existing else []
-        instance, _warnings = self.service.apply(self.resource(definition), copy.deepcopy(definition), existing)
-        same, diff = diff_objects(live, instance)
-        if not same:
-            self.changed.append(key)
-            if self.module._diff:
-                self.diffs.append(dict(diff, before_header=key, after_header=key))
-        return differences
-
-    def resource(self, definition):
-        return self.service.find_resource(definition["kind"], definition["apiVersion"], fail=True)
 
     def settle_policies(self, objects):
         """Wait until the API server has type-checked every ValidatingAdmissionPolicy (its status
@@ -324,10 +278,10 @@ class Tenants(object):
                 self.module.fail_json(msg="tenants: the API server did not type-check the admission policies within 15 s "
                                       "(status.observedGeneration behind metadata.generation): %s" % ", ".join(
                                           sorted(names - set(p["metadata"]["name"] for p in found if typed(p)))),
-                                      changed=True, changed_objects=self.changed)
+                                      changed=True, changed_objects=self.applier.changed)
             for policy in policies:
-                self.service.apply(self.resource(policy), copy.deepcopy(policy),
-                                   self.service.retrieve(self.resource(policy), policy))
+                self.applier.service.apply(self.applier.resource(policy), copy.deepcopy(policy),
+                                           self.applier.service.retrieve(self.applier.resource(policy), policy))
 
     def prune(self, name):
         """Delete what fairgpu applied for tenant ``name`` (its namespaces and what runs there stay)."""
@@ -336,14 +290,8 @@ class Tenants(object):
             for api_version, kind in tenant_plan.PRUNED_KINDS:
                 for item in listed(self.client, kind, api_version, namespace=namespace["metadata"]["name"],
                                    label_selector=selector):
-                    self.delete(dict(item, apiVersion=api_version, kind=kind))
-        self.delete({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}})
-
-    def delete(self, definition):
-        existing = self.service.retrieve(self.resource(definition), definition)
-        if existing:
-            self.service.delete(self.resource(definition), definition, existing)
-            self.changed.append(drift.object_key(definition))
+                    self.applier.delete(dict(item, apiVersion=api_version, kind=kind))
+        self.applier.delete({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}})
 
     def wait_active(self, names, timeout):
         """Wait until the ClusterQueue of every tenant in ``names`` is Active; fail naming those that are not."""
@@ -354,7 +302,7 @@ class Tenants(object):
         if not held:
             self.module.fail_json(msg="tenants: the ClusterQueues of %s did not become Active within %d s: %s" % (
                 ", ".join(sorted(tenant_plan.inactive_queues(queues, names))), timeout,
-                "; ".join(tenant_plan.queue_conditions(queues, names))), changed=bool(self.changed))
+                "; ".join(tenant_plan.queue_conditions(queues, names))), changed=bool(self.applier.changed))
         return elapsed
 
 
@@ -376,21 +324,21 @@ def converge(module, client, waiter=None):
     new_namespaces = set(o["metadata"]["name"] for o in planned["objects"] if o["kind"] == "Namespace") - namespaces
     differences = []
     for definition in planned["objects"]:
-        differences.extend(run.apply(definition, new_namespaces))
-    applied = bool(run.changed)
+        differences.extend(run.applier.apply(definition, new_namespaces))
+    applied = bool(run.applier.changed)
     if applied and not module.check_mode:
         run.settle_policies(planned["objects"])
     for name in stale:
         if not module.check_mode:
             run.prune(name)
         else:
-            run.changed.append("ClusterQueue/" + name)
+            run.applier.changed.append("ClusterQueue/" + name)
     if not module.check_mode and (applied or stale or tenant_plan.inactive_queues(existing, wanted)):
         run.wait_active(wanted, module.params["wait_timeout"])
-    result = dict(changed=bool(run.changed), plan=planned, changed_objects=run.changed,
+    result = dict(changed=bool(run.applier.changed), plan=planned, changed_objects=run.applier.changed,
                   drift=drift.difference_lines(differences), stale=stale)
-    if module._diff and run.diffs:
-        result["diff"] = run.diffs
+    if module._diff and run.applier.diffs:
+        result["diff"] = run.applier.diffs
     return result
 
 

@@ -6,17 +6,16 @@ not fit changes nothing; check mode changes nothing and says what it would; a ma
 fails on a node, fails the run naming the node; the preflight's check needs no cluster."""
 
 import copy
-import json
 
 import pytest
 import yaml
-from kubernetes.dynamic.exceptions import NotFoundError
 
 from ansible_collections.fairgpu.tenancy.plugins.modules import mig_layout
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import mig_manager
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 
+import fake_api
 from fake_clock import FakeClock
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -31,24 +30,6 @@ class Ended(Exception):
     pass
 
 
-class Resource(object):
-    def __init__(self, kind):
-        self.kind, self.namespaced = kind, kind == "ConfigMap"
-
-
-class Instance(object):
-    def __init__(self, value):
-        self.value = value
-
-    def to_dict(self):
-        return copy.deepcopy(self.value)
-
-
-class Response(object):
-    def __init__(self, value):
-        self.data, self.headers = json.dumps(value).encode("utf8"), {}
-
-
 def gpu_node(name, annotations=None):
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true"},
@@ -57,52 +38,12 @@ def gpu_node(name, annotations=None):
             "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}
 
 
-class FakeApi(object):
-    """Objects by (kind, namespace, name); ``manager`` plays the MIG manager on each label change when it runs."""
+class FakeApi(fake_api.FakeApi):
+    """The fake API server with the MIG manager, which acts on each label change when it runs."""
 
     def __init__(self, nodes, manager=True):
-        self.objects, self.dry_run, self.writes, self.manager, self.seen = {}, False, [], manager, {}
-        for node in nodes:
-            self.objects[("Node", None, node["metadata"]["name"])] = node
-
-    def resource(self, kind, api_version):
-        return Resource(kind)
-
-    def _key(self, resource, name, namespace):
-        return (resource.kind, namespace if resource.namespaced else None, name)
-
-    def get(self, resource, name=None, namespace=None, label_selector=None):
-        if name is not None:
-            if self._key(resource, name, namespace) not in self.objects:
-                raise NotFoundError(type("E", (), {"status": 404, "reason": "NotFound", "body": "{}", "headers": {}})())
-            return Instance(self.objects[self._key(resource, name, namespace)])
-        wanted = dict(s.split("=", 1) for s in (label_selector or "").split(",") if s)
-        return Instance({"items": [o for (kind, _ns, _n), o in sorted(self.objects.items())
-                                   if kind == resource.kind and all(o["metadata"].get("labels", {}).get(k) == v
-                                                                    for k, v in wanted.items())]})
-
-    def _store(self, key, value, params):
-        if not (self.dry_run or params.get("dry_run")):
-            self.objects[key] = value
-            self.writes.append("/".join(k for k in key if k))
-        return Response(value)
-
-    def create(self, resource, definition, namespace=None, serialize=False, **params):
-        return self._store(self._key(resource, definition["metadata"]["name"], namespace), copy.deepcopy(definition),
-                           params)
-
-    def apply(self, resource, definition, namespace=None, serialize=False, **params):
-        assert params.get("server_side") and params["field_manager"] == "fairgpu" and params["force_conflicts"]
-        key = self._key(resource, definition["metadata"]["name"], namespace)
-        if resource.namespaced and ("Namespace", None, namespace) not in self.objects:
-            raise AssertionError("namespace %s not found" % namespace)
-        return self._store(key, copy.deepcopy(definition), params)
-
-    def patch(self, resource, definition, name=None, namespace=None, serialize=False, content_type=None, **params):
-        assert content_type == "application/merge-patch+json"
-        node = copy.deepcopy(self.objects[self._key(resource, name, namespace)])
-        node["metadata"]["labels"].update(definition["metadata"]["labels"])
-        return self._store(self._key(resource, name, namespace), node, params)
+        super(FakeApi, self).__init__(nodes)
+        self.manager, self.seen = manager, {}
 
     def play_manager(self, _now):
         """What the MIG manager does between two reads: act on each node whose label changed (all steps at once)."""
