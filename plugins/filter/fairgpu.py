@@ -57,19 +57,10 @@ def mig_result_errors(layout, states, before, smi=None):
                                         reports, lgip)
 
 
-def pod_security_row(component, mode, namespace, install_chart=True, kueue_values=None):
-    """The ``pod_security.policy`` row of one component with its ``namespace`` (None: no namespace)."""
-    row = pod_security.policy(component, mode, install_chart, kueue_values)
-    if row is not None:
-        row["namespace"] = namespace
-    return row
-
-
 class FilterModule(object):
     def filters(self):
         return {
             "pod_security_plan": pod_security_plan,
-            "pod_security_row": pod_security_row,
             "pod_security_probe_pod": pod_security.probe_pod,
             "fleet_errors": fleet.fleet_errors,
             "helm_chart_source": helm_release.chart_source,

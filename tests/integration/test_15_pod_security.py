@@ -12,7 +12,8 @@ cluster's default (read from the API server's refusal of the dry run), and what 
 labelled them, it passes and fairgpu leaves their labels as they are.
 
 The GPU Operator's and kube-prometheus-stack's charts cannot be installed here (no chart repository); their
-namespaces' task files run as their helm modes run them (tests/integration/pod_security.yml)."""
+namespaces are made by the module the roles call (component_namespace) as their helm modes call it
+(tests/integration/pod_security.yml)."""
 
 import json
 import os
