@@ -8,7 +8,9 @@ import json
 
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-CLUSTER_SCOPED = {"Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "ClusterQueue", "ResourceFlavor"}
+CLUSTER_SCOPED = {"Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "ClusterQueue", "ResourceFlavor", "Cohort",
+                  "WorkloadPriorityClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                  "PriorityClass"}
 
 
 class Resource(object):

@@ -5,50 +5,21 @@ check mode changes nothing and says what it would, a tenant that left stops the 
 applies nothing, and a ClusterQueue that never becomes Active fails naming it."""
 
 import copy
-import json
 
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from ansible_collections.fairgpu.tenancy.plugins.modules import tenants as tenants_module
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster.node_pools import pool_gpu_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 
+from fake_api import Instance, Resource, Response, not_found
 from fake_clock import FakeClock
 
 POOLS = [{"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
           "memory": "1024Gi"}]
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8}, {"name": "team-b", "gpus": 8, "borrowing_limit": 8}]
-CLUSTER_SCOPED = {"Namespace", "Node", "ClusterQueue", "ResourceFlavor", "Cohort", "WorkloadPriorityClass",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ClusterRoleBinding",
-                  "PriorityClass"}
-
-
 class Ended(Exception):
     pass
-
-
-class Resource(object):
-    def __init__(self, kind, api_version):
-        self.kind, self.group_version, self.namespaced = kind, api_version, kind not in CLUSTER_SCOPED
-
-
-class Instance(object):
-    def __init__(self, value):
-        self.value = value
-
-    def to_dict(self):
-        return copy.deepcopy(self.value)
-
-    def __getitem__(self, key):
-        return self.value[key]
-
-    def get(self, key, default=None):
-        return self.value.get(key, default)
-
-
-class Response(object):
-    def __init__(self, value):
-        self.data, self.headers = json.dumps(value).encode("utf8"), {}
 
 
 def selected(obj, selector):
@@ -82,7 +53,7 @@ class FakeApi(object):
         if name is not None:
             key = (resource.kind, namespace if resource.namespaced else None, name)
             if key not in self.objects:
-                raise NotFoundError(type("E", (), {"status": 404, "reason": "NotFound", "body": "{}", "headers": {}})())
+                raise not_found()
             return Instance(self.objects[key])
         items = [o for (kind, ns, _n), o in sorted(self.objects.items(), key=lambda i: str(i[0]))
                  if kind == resource.kind and (namespace is None or ns == namespace) and selected(o, label_selector)]
