@@ -264,7 +264,8 @@ def test_site_tenants_validate_render_on_an_existing_cluster_from_the_installed_
     site = project.playbook("site", "--skip-tags", "tenants")
     assert site.rc == 0, site.messages()
     # The run used the local stand-ins although the provider is existing (the overrides, decided once).
-    settings = task_result(site, "Resolve the run's settings")["ansible_facts"]["run_settings"]
+    resolved = task_result(site, "Resolve the run's settings and the cluster's connection")
+    settings = resolved["ansible_facts"]["run_settings"]
     assert settings["provider"] == "existing"
     assert settings["modes"] == {"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"}
     # The simulated GPU operator published the GPU nodes the platform team made, and left the CPU node alone.
