@@ -4,6 +4,7 @@ file, one that exits with an error), each stopped by the fixture that started it
 
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -317,6 +318,10 @@ def test_stopped_honours_term_and_removes_the_pidfile(lab_dir):
     assert not running(started["pid"]) and not os.path.exists(os.path.join(lab_dir.workdir, "svc.pid"))
     again = lab_dir.run(lab_dir.service(), state="stopped")
     assert not again["changed"] and again["action"] == "none"
+    # A working directory removed after the stop (the lab roles' teardown) is not made again by the next stop.
+    shutil.rmtree(lab_dir.workdir)
+    gone = lab_dir.run(lab_dir.service(), state="stopped")
+    assert not gone["changed"] and not os.path.exists(lab_dir.workdir)
 
 
 def test_stopped_kills_a_process_that_ignores_term_after_stop_timeout(lab_dir):

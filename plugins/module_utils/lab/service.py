@@ -469,7 +469,8 @@ class LocalService(object):
 
     def apply(self, state, action, pid, stale, record, result):
         """Do ``action`` (decided by ``decide``) and what follows it; fills ``result``'s pid and ready_seconds."""
-        if not os.path.isdir(self.workdir):
+        if state != "stopped" and not os.path.isdir(self.workdir):
+            # A stopped service needs no working directory: one removed after it stopped is not made again.
             os.makedirs(self.workdir)
             os.chmod(self.workdir, 0o700)
         if action in ("stopped", "restarted"):
