@@ -65,9 +65,10 @@ options:
     elements: dict
   smi:
     description:
-      - The nodes' own nvidia-smi outputs, C({lgip, reports}) - C(lgip) C({node: nvidia-smi mig -lgip stdout}) as the
-        inventory gives it, C(reports) C({node: {"-L", "mig -lgip", "mig -lgipp": stdout}}) as the C(mig_config)
-        role reads them through the GPU Operator's pods. A node's report is the authority over the built-in catalogue.
+      - The nodes' own nvidia-smi outputs, a dict with C(lgip) (node name to the stdout of C(nvidia-smi mig -lgip), as
+        the inventory gives it) and C(reports) (node name to the stdouts of C(-L), C(mig -lgip) and C(mig -lgipp),
+        as the C(mig_config) role reads them through the GPU Operator's pods). A node's report is the authority over
+        the built-in catalogue.
     type: dict
     default: {}
   configmap:
