@@ -21,7 +21,7 @@ description:
     (plugins/module_utils/monitoring/placement.py C(plan), with the Prometheus Operator's source of each rule). The
     module reads them, decides, and stops with every error before anything changes.
   - With O(state=present) it then removes fairgpu's objects from where this placement does not put them (and the Kueue
-    ServiceMonitor of earlier fairgpu versions in O(spec.namespace)), compares each object with the live one in the
+    ServiceMonitor of earlier fairgpu versions in the monitoring namespace), compares each object with the live one in the
     fields fairgpu sets (RV(drift)), and applies each with server-side apply (field manager C(fairgpu),
     C(force_conflicts)). Check mode is a server-side dry run; an object in a namespace that is not there yet is
     listed in RV(changed_objects) as one the run would create. With C(--diff), RV(diff) holds one entry per object
@@ -65,13 +65,11 @@ options:
   install_chart:
     description:
       - Whether fairgpu installs kube-prometheus-stack, whose Prometheus selects every object; then a cluster with no
-        Prometheus yet (check mode before the chart) places them with nothing to check.
+        Prometheus yet (check mode before the chart) places them with nothing to check. Without it, fairgpu creates
+        the monitoring namespace as its own (module C(component_namespace)), and the placement sees it with
+        fairgpu's managed-by label before it exists.
     type: bool
     default: true
-  created:
-    description: The labels fairgpu gives each namespace it creates (C({namespace - labels})), for the placement's view of them.
-    type: dict
-    default: {}
 """
 
 EXAMPLES = r"""
@@ -123,6 +121,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import An
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, listed
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MANAGED_BY_LABEL
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import placement as monitoring_placement
 
@@ -141,7 +140,6 @@ def argspec():
         prometheus=dict(type="str", default=""),
         cross_namespace_rules=dict(type="str", choices=["refuse", "omit"], default="refuse"),
         install_chart=dict(type="bool", default=True),
-        created=dict(type="dict", default={}),
     )
     return spec
 
@@ -174,9 +172,10 @@ def place(module, client):
     names = sorted(set(namespaces_of(spec)))
     found = [n for n in listed(client, "Namespace") if n["metadata"]["name"] in names]
     missing = sorted(set(names) - set(n["metadata"]["name"] for n in found))
+    created = {} if params["install_chart"] else {spec["namespace"]: {MANAGED_BY_LABEL: "fairgpu"}}
     try:
         placed = monitoring_placement.plan(
-            prometheuses, monitoring_placement.namespace_labels(found, namespaces_of(spec), params["created"]),
+            prometheuses, monitoring_placement.namespace_labels(found, namespaces_of(spec), created),
             spec["namespace"], spec["kueue"]["namespace"], spec["dcgm"]["namespace"],
             monitoring.object_labels(spec["release"], spec.get("labels")), spec["rules_text"], params["prometheus"],
             params["cross_namespace_rules"])

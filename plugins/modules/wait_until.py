@@ -139,6 +139,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import readiness
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import prometheus
@@ -167,7 +168,7 @@ def argspec():
         fail_msg=dict(type="str", default="the condition did not hold"),
         label_selectors=dict(type="list", elements="str", default=[]),
         names=dict(type="list", elements="str"),
-        resource=dict(type="str", default="nvidia.com/gpu"),
+        resource=dict(type="str", default=GPU_RESOURCE),
         namespace=dict(type="str"),
         name=dict(type="str"),
         key=dict(type="str", default="token", no_log=False),

@@ -29,7 +29,7 @@ class Ended(Exception):
 class Module(object):
     def __init__(self, check_mode=False, diff=False, **params):
         self.params = dict(state="present", tenants=TENANTS, spec=SPEC, prometheus="", cross_namespace_rules="refuse",
-                           install_chart=False, created={})
+                           install_chart=False)
         self.params.update(params)
         self.check_mode, self._diff = check_mode, diff
 
@@ -117,8 +117,7 @@ def test_an_enforcing_prometheus_with_rules_across_namespaces_is_refused_with_th
 
 def test_check_mode_writes_nothing_and_lists_what_goes_into_a_namespace_not_there_yet():
     api = fake_api.FakeApi([namespace(KUEUE), namespace(DCGM), copy.deepcopy(prometheus())])
-    how, result = converge(api, check_mode=True, diff=True,
-                           created={MON: {"app.kubernetes.io/managed-by": "fairgpu"}})
+    how, result = converge(api, check_mode=True, diff=True)
     assert how == "exit" and result["changed"] and api.writes == []
     assert "ConfigMap/%s/fairgpu-dashboard" % MON in result["changed_objects"]
     assert "PrometheusRule/%s/fairgpu-alerts" % MON in result["changed_objects"]

@@ -108,9 +108,9 @@ PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # Where role YAML and templates write one of these names literally (Jinja cannot import it), by name.
 YAML_LITERALS = {
-    "KUEUE_API": ("roles/kueue/tasks/probe.yml", "roles/replay/tasks/main.yml"),
+    "KUEUE_API": ("roles/kueue/tasks/install.yml", "roles/replay/tasks/main.yml"),
     "REPLAY_LABEL": ("roles/replay/tasks/main.yml",),
-    "MANAGED_BY_LABEL": ("roles/monitoring/tasks/helm.yml", "roles/lab_monitoring/tasks/process.yml"),
+    "MANAGED_BY_LABEL": ("roles/lab_monitoring/tasks/process.yml",),
     "LOCAL_QUEUE_SUFFIX": ("roles/tenants/defaults/main.yml", "roles/tenants/meta/argument_specs.yml"),
     "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/install.yml",
                           "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml"),
