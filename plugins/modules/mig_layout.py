@@ -157,6 +157,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter impo
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
 
+
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(

@@ -150,6 +150,8 @@ except ImportError:
     # AnsibleK8SModule reports the missing library.
     ConflictError = NotFoundError = Exception
 
+CONDITIONS = ["api_answers", "nodes_ready", "resource_advertised", "secret_key", "webhooks_admit", "prometheus_ready"]
+# The options each condition needs.
 REQUIRED = {
     "nodes_ready": ["names"],
     "secret_key": ["namespace", "name"],
@@ -161,8 +163,7 @@ REQUIRED = {
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
-        condition=dict(type="str", required=True, choices=["api_answers", "nodes_ready", "resource_advertised",
-                                                            "secret_key", "webhooks_admit", "prometheus_ready"]),
+        condition=dict(type="str", required=True, choices=CONDITIONS),
         timeout=dict(type="int", default=60),
         interval=dict(type="float", default=2),
         fail_msg=dict(type="str", default="the condition did not hold"),
@@ -228,9 +229,9 @@ class Reader(object):
         try:
             self.client.create(resource, copy.deepcopy(definition),
                                namespace=(definition.get("metadata") or {}).get("namespace"), dry_run="All")
-        except ConflictError:
-            return None  # it exists: admission ran before the store refused it
         except Exception as exc:  # a webhook that does not answer, or refuses: the state observed
+            if isinstance(exc, ConflictError):
+                return None  # it exists: admission ran before the store refused it
             return _line(exc)
         return None
 

@@ -18,6 +18,8 @@ from fake_clock import FakeClock
 POOLS = [{"name": "gpu-node", "count": 2, "gpu_product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "cpu": "96",
           "memory": "1024Gi"}]
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8}, {"name": "team-b", "gpus": 8, "borrowing_limit": 8}]
+
+
 class Ended(Exception):
     pass
 

@@ -135,8 +135,8 @@ def test_secret_key_waits_for_the_token_controller():
 
 def test_webhooks_admit_is_a_dry_run_until_admission_passes_and_an_existing_object_counts():
     definition = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
-    refused = InternalServerError(answer(500, "Internal Server Error", 'Internal error occurred: failed calling webhook '
-                                                                        '"mresourceflavor.kb.io": connection refused'))
+    message = 'Internal error occurred: failed calling webhook "mresourceflavor.kb.io": connection refused'
+    refused = InternalServerError(answer(500, "Internal Server Error", message))
     client = FakeClient(refuse=refused)
 
     def webhook_up(elapsed, c):
@@ -164,9 +164,11 @@ def test_api_answers_makes_the_client_afresh_until_it_answers():
     ok, result = wait_until.wait(params("api_answers"), wait_until.Reader(factory),
                                  Waiter(clock.monotonic, clock.sleep, clock.time))
     assert ok and len(made) == 3 and result["elapsed"] == 4 and result["observed"] == "answered"
+
+    def refused():
+        raise Error("Connection refused")
     failed = wait_until.wait(params("api_answers", timeout=4, fail_msg="the API server did not answer"),
-                             wait_until.Reader(lambda: (_ for _ in ()).throw(Error("Connection refused"))),
-                             Waiter(clock.monotonic, clock.sleep, clock.time))
+                             wait_until.Reader(refused), Waiter(clock.monotonic, clock.sleep, clock.time))
     assert failed[1]["msg"] == "the API server did not answer within 4 s; last seen: Connection refused"
 
 
