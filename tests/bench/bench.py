@@ -17,9 +17,16 @@ import time
 
 import yaml
 
-# Targets of issue 12, reported here and not asserted by a test: a no-change re-run of site.yml and tenants.yml.
-TARGET_SITE_SECONDS = 6.0
-TARGET_TENANTS_SECONDS = 2.0
+# Targets of issue 26, reported here and not asserted by a test: a no-change re-run of site.yml at most 6 times, and of
+# tenants.yml at most 3 times, Ansible's floor plus kubectl apply --server-side of the same objects (medians of a run).
+TARGET_SITE_RATIO = 6.0
+TARGET_TENANTS_RATIO = 3.0
+# Tasks that run on the controller without a module process (no module upload, no fresh Python): not counted as module
+# calls in the no-change site.yml's census.
+CONTROLLER_ACTIONS = {"ansible.builtin.debug", "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.fail",
+                      "ansible.builtin.meta", "ansible.builtin.include_tasks", "ansible.builtin.import_tasks",
+                      "ansible.builtin.include_role", "ansible.builtin.import_role", "fairgpu.tenancy.run_settings",
+                      "debug", "set_fact", "assert", "fail", "meta", "include_tasks", "include_role"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
@@ -89,13 +96,28 @@ def floor_playbook(directory):
 
 
 def row(name, samples, baseline=None):
+    """A table row; ``baseline``: the seconds the ratio is taken against."""
     med = statistics.median(samples)
     text = "| %s | %.2f | %.2f | %.2f |" % (name, med, min(samples), max(samples))
-    if baseline:
-        text += " %.1fx |" % (med / statistics.median(baseline))
-    else:
-        text += " |"
-    return text
+    return text + (" %.1fx |" % (med / baseline) if baseline else " |")
+
+
+def census(cmd):
+    """The tasks a run executed (skipped ones aside) and how many of them ran a module (CONTROLLER_ACTIONS aside),
+    from the JSON callback's output: ``(tasks, module calls, {action: count})``."""
+    env = dict(ENV, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
+    ran, actions = 0, {}
+    for play in json.loads(proc.stdout).get("plays", []):
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                if result.get("skipped"):
+                    continue
+                ran += 1
+                action = result.get("action") or "?"
+                if action not in CONTROLLER_ACTIONS:
+                    actions[action] = actions.get(action, 0) + 1
+    return ran, sum(actions.values()), actions
 
 
 def main():
@@ -105,6 +127,7 @@ def main():
     fresh, _proc = run(playbook("site.yml"))
     rerun = timed(playbook("site.yml"))
     tenants_rerun = timed(playbook("tenants.yml"))
+    site_tasks, site_modules, site_actions = census(playbook("site.yml"))
     with tempfile.TemporaryDirectory() as directory:
         site_files, tenant_files = same_objects(tc, directory)
         apply = [kubectl, "--kubeconfig", KUBECONFIG, "apply", "--server-side", "--force-conflicts",
@@ -129,21 +152,28 @@ def main():
     print("Benchmark on %s (%d cores), %d runs each; seconds (whole process)\n" % (os.uname().nodename, os.cpu_count(), RUNS))
     print("| what | median | min | max | vs baseline |")
     print("|---|---|---|---|---|")
+    floor_med = statistics.median(floor)
+    site_base = floor_med + statistics.median(all_objects)
+    tenants_base = floor_med + statistics.median(tenant_objects)
     print("| site.yml on a fresh embedded cluster (cluster, GPUs, Kueue, tenants; binaries cached) | %.2f | | | |" % fresh)
     print(row("floor: ansible-playbook of one task that does nothing", floor))
-    print(row("site.yml re-run, nothing to change (target %.0f s)" % TARGET_SITE_SECONDS, rerun, all_objects))
+    print(row("site.yml re-run, nothing to change (target %.0fx floor + apply)" % TARGET_SITE_RATIO, rerun, site_base))
     print(row("baseline: kubectl apply --server-side of the same objects (Kueue CRDs, webhooks, tenants)", all_objects))
-    print(row("tenants.yml re-run, nothing to change (target %.0f s)" % TARGET_TENANTS_SECONDS, tenants_rerun, tenant_objects))
+    print(row("tenants.yml re-run, nothing to change (target %.0fx floor + apply)" % TARGET_TENANTS_RATIO, tenants_rerun,
+              tenants_base))
     print(row("baseline: kubectl apply --server-side of the tenants' objects", tenant_objects))
     if ttg:
         print("| time-to-guarantee in the flood test (flood, flood_reverse) | %s | | | |" % ", ".join("%.1f" % t for t in ttg))
     if validate is not None:
         print("| validate.yml, both flood scenarios | %.1f | | | |" % validate)
-    site_med, tenants_med = statistics.median(rerun), statistics.median(tenants_rerun)
-    print("\nsite.yml re-run %.2f s: target %.0f s %s; tenants.yml re-run %.2f s: target %.0f s %s; floor %.2f s"
-          % (site_med, TARGET_SITE_SECONDS, "met" if site_med <= TARGET_SITE_SECONDS else "NOT met",
-             tenants_med, TARGET_TENANTS_SECONDS, "met" if tenants_med <= TARGET_TENANTS_SECONDS else "NOT met",
-             statistics.median(floor)))
+    site_ratio, tenants_ratio = statistics.median(rerun) / site_base, statistics.median(tenants_rerun) / tenants_base
+    print("\nsite.yml re-run %.1fx floor + apply (%.2f s): target %.0fx %s; tenants.yml re-run %.1fx (%.2f s): target %.0fx "
+          "%s; floor %.2f s" % (site_ratio, statistics.median(rerun), TARGET_SITE_RATIO,
+                                "met" if site_ratio <= TARGET_SITE_RATIO else "NOT met", tenants_ratio,
+                                statistics.median(tenants_rerun), TARGET_TENANTS_RATIO,
+                                "met" if tenants_ratio <= TARGET_TENANTS_RATIO else "NOT met", floor_med))
+    print("A no-change site.yml ran %d tasks, %d of them module calls: %s" % (
+        site_tasks, site_modules, ", ".join("%s %d" % (a, n) for a, n in sorted(site_actions.items(), key=lambda i: -i[1]))))
     if validate_note:
         print(validate_note)
 
