@@ -161,10 +161,10 @@ class Project:
 
 
 def task_result(run_, name):
-    """The host result of the task called ``name`` in a JSON-callback run."""
+    """The host result of the task called ``name`` in a JSON-callback run (a role's task: ``role : name``)."""
     for play in run_.result.get("plays", []):
         for task in play["tasks"]:
-            if task["task"]["name"].split(" : ", 1)[-1] == name:
+            if name in (task["task"]["name"], task["task"]["name"].split(" : ", 1)[-1]):
                 return task["hosts"][HOST]
     raise AssertionError("no task %r in the run: %s" % (name, run_.messages()))
 
@@ -264,7 +264,7 @@ def test_site_tenants_validate_render_on_an_existing_cluster_from_the_installed_
     site = project.playbook("site", "--skip-tags", "tenants")
     assert site.rc == 0, site.messages()
     # The run used the local stand-ins although the provider is existing (the overrides, decided once).
-    resolved = task_result(site, "Resolve the run's settings and the cluster's connection")
+    resolved = task_result(site, "fairgpu.tenancy.run : Resolve the run's settings and the cluster's connection")
     settings = resolved["ansible_facts"]["run_settings"]
     assert settings["provider"] == "existing"
     assert settings["modes"] == {"gpu_operator": "simulated", "kueue": "local", "monitoring": "local"}

@@ -63,8 +63,8 @@ def test_time_to_guarantee_runs_until_no_pending_workload_fits_the_unused_guaran
     # a's preempted Workload waits again from 15 to 40, but a holds its 4 guaranteed GPUs: nothing is owed to it.
     assert episodes["a"] == []
     summary = fairness.guarantee_summary(episodes, bound=5)
-    assert summary["b"] == {"episodes": 1, "reclaims": 1, "max": 6, "p95": 6, "reclaim_max": 6, "over_bound": 1,
-                            "passed": False}
+    assert summary["b"] == {"episodes": 1, "unjudged": 0, "reclaims": 1, "max": 6, "p95": 6, "reclaim_max": 6,
+                            "over_bound": 1, "passed": False}
     assert fairness.guarantee_summary(episodes, bound=6)["b"]["passed"]
 
 
@@ -73,6 +73,25 @@ def test_a_workload_larger_than_the_unused_guarantee_is_not_owed():
     workloads = [held("a", 5, 0, [[0, 100]]), held("b", 3, 0, [[0, 100]]), held("b", 2, 5, [[100, 120]])]
     episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4})
     assert episodes["b"] == []
+
+
+def test_an_episode_in_a_span_whose_state_is_unknown_is_not_judged():
+    # b's first Workload was evicted more often than Kueue's Events tell: from its creation (0) to its last
+    # reservation (70) it may have held its 4 GPUs or waited. b's second Workload, pending from 10 to 80, fits b's
+    # guarantee only if the first did not hold: that episode is not judged, and the bound is not failed by it.
+    unknown = dict(held("b", 4, 0, [[70, 100]]), unknown=[0, 70])
+    workloads = [held("a", 4, 0, [[0, 100]]), unknown, held("b", 4, 10, [[80, 120]])]
+    episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4})
+    assert episodes["b"] == [{"start": 10, "seconds": 60, "reclaim": False, "judged": False}]
+    summary = fairness.guarantee_summary(episodes, bound=20)
+    assert summary["b"]["passed"] and summary["b"]["unjudged"] == 1 and summary["b"]["episodes"] == 0
+    # Counted as pending (the report before), the unknown span made a 70 s wait that may never have been.
+    guessed = fairness.guarantee_episodes([workloads[0], held("b", 4, 0, [[70, 100]]), workloads[2]], {"a": 4, "b": 4})
+    assert not fairness.guarantee_summary(guessed, bound=20)["b"]["passed"]
+    # A wait outside every unknown span is judged as before, and fails the bound.
+    late = workloads + [held("b", 4, 130, [[160, 170]])]
+    summary = fairness.guarantee_summary(fairness.guarantee_episodes(late, {"a": 4, "b": 4}), bound=20)
+    assert not summary["b"]["passed"] and summary["b"]["over_bound"] == 1 and summary["b"]["max"] == 30
 
 
 def test_an_episode_never_closed_lasts_until_the_end():

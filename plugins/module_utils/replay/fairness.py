@@ -121,9 +121,13 @@ def guarantee_episodes(workloads, guarantees, end=None):
     ``reclaimWithinCohort`` it preempts the cohort's borrowers to get it back): a pending Workload that fits in what
     is left of its tenant's nominal quota is admitted, preempting borrowers when the cohort is full.
 
-    ``workloads``: ``[{"tenant", "gpus", "created", "holds": [[start, end], ...], "finished"}]`` in seconds, where
-    ``holds`` are the spans the Workload held quota (one per admission; an evicted Workload is pending again
-    between two; one never finished is pending until ``end``). ``guarantees``: ``{tenant: GPUs of nominal
+    ``workloads``: ``[{"tenant", "gpus", "created", "holds": [[start, end], ...], "finished", "unknown"}]`` in
+    seconds, where ``holds`` are the spans the Workload held quota (one per admission; an evicted Workload is
+    pending again between two; one never finished is pending until ``end``) and ``unknown``, when given, a span
+    ``[start, end]`` in which its state is not known (a history Kueue's Events do not hold whole: held or pending,
+    nobody can say). An episode of a tenant during an unknown span of one of its Workloads is not judged
+    (``"judged": False``): counted as pending, such a span made episodes that never were, and counted as held it
+    would hide real ones. ``guarantees``: ``{tenant: GPUs of nominal
     quota}``. An episode starts when one of a tenant's pending Workloads fits in its unused guarantee and ends when
     none does any more (admitted, or the tenant's holds grew); a Workload admitted in the second it was created
     (the status's timestamps are whole seconds) makes none. Returns ``{tenant: [{"start", "seconds",
@@ -138,6 +142,11 @@ def guarantee_episodes(workloads, guarantees, end=None):
     for workload in workloads:
         tenant, gpus = workload["tenant"], workload["gpus"]
         waiting_from = workload["created"]
+        unknown = workload.get("unknown")
+        if unknown:
+            add(unknown[0], tenant, "unknown", 1)
+            add(unknown[1], tenant, "unknown", -1)
+            waiting_from = max(waiting_from, unknown[1])
         for admitted, released in sorted(workload.get("holds") or []):
             if admitted > waiting_from:
                 add(waiting_from, tenant, "pending+", gpus)
@@ -153,11 +162,21 @@ def guarantee_episodes(workloads, guarantees, end=None):
     tenants = sorted(set(guarantees) | set(w["tenant"] for w in workloads))
     held = dict((t, 0) for t in tenants)
     pending = dict((t, []) for t in tenants)
+    unknown = dict((t, 0) for t in tenants)
     open_since, episodes = {}, dict((t, []) for t in tenants)
+
+    def episode(tenant, start, seconds, reclaim, judged):
+        item = {"start": start, "seconds": seconds, "reclaim": reclaim}
+        if not judged:
+            item["judged"] = False
+        return item
+
     for time in sorted(changes):
         for tenant, key, value in changes[time]:
             if key == "held":
                 held[tenant] += value
+            elif key == "unknown":
+                unknown[tenant] += value
             elif key == "pending+":
                 pending[tenant].append(value)
             else:
@@ -166,25 +185,29 @@ def guarantee_episodes(workloads, guarantees, end=None):
             owed = _owed(held[tenant], pending[tenant], guarantees.get(tenant, 0))
             if owed and tenant not in open_since:
                 reclaim = any(held[o] > guarantees.get(o, 0) for o in tenants if o != tenant)
-                open_since[tenant] = (time, reclaim)
-            elif not owed and tenant in open_since:
-                start, reclaim = open_since.pop(tenant)
-                episodes[tenant].append({"start": start, "seconds": time - start, "reclaim": reclaim})
+                open_since[tenant] = [time, reclaim, not unknown[tenant]]
+            elif tenant in open_since and unknown[tenant]:
+                open_since[tenant][2] = False
+            if not owed and tenant in open_since:
+                start, reclaim, judged = open_since.pop(tenant)
+                episodes[tenant].append(episode(tenant, start, time - start, reclaim, judged))
     last = end if end is not None else max(changes or [0])
-    for tenant, (start, reclaim) in open_since.items():
-        episodes[tenant].append({"start": start, "seconds": last - start, "reclaim": reclaim, "open": True})
+    for tenant, (start, reclaim, judged) in open_since.items():
+        episodes[tenant].append(dict(episode(tenant, start, last - start, reclaim, judged), open=True))
     return episodes
 
 
 def guarantee_summary(episodes, bound):
-    """Per tenant, of ``guarantee_episodes``: ``{"episodes", "reclaims", "max", "p95", "reclaim_max", "over_bound",
-    "passed"}`` (seconds); passed when no episode lasted longer than ``bound`` seconds."""
+    """Per tenant, of ``guarantee_episodes``: ``{"episodes", "unjudged", "reclaims", "max", "p95", "reclaim_max",
+    "over_bound", "passed"}`` (seconds); the figures are of the judged episodes, ``unjudged`` counts the others;
+    passed when no judged episode lasted longer than ``bound`` seconds."""
     summary = {}
     for tenant, items in sorted(episodes.items()):
-        seconds = [e["seconds"] for e in items]
-        reclaims = [e["seconds"] for e in items if e["reclaim"]]
-        over = [e for e in items if e["seconds"] > bound]
-        summary[tenant] = {"episodes": len(items), "reclaims": len(reclaims),
+        judged = [e for e in items if e.get("judged", True)]
+        seconds = [e["seconds"] for e in judged]
+        reclaims = [e["seconds"] for e in judged if e["reclaim"]]
+        over = [e for e in judged if e["seconds"] > bound]
+        summary[tenant] = {"episodes": len(judged), "unjudged": len(items) - len(judged), "reclaims": len(reclaims),
                            "max": max(seconds) if seconds else None, "p95": percentile(seconds, 0.95),
                            "reclaim_max": max(reclaims) if reclaims else None, "over_bound": len(over),
                            "passed": not over}
