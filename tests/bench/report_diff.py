@@ -72,9 +72,9 @@ def main(argv):
         with open(path) as handle:
             reports.append(outline(json.load(handle)))
     lines = differences(*reports)
-    checks = sum(len(c) for c in reports[1]["scenarios"].values())
-    print("\n".join(lines) if lines else "same: %d scenarios, %d checks (timings aside)" % (len(reports[1]["scenarios"]),
-                                                                                           checks))
+    scenarios = reports[1]["scenarios"]
+    checks = sum(len(c) for c in scenarios.values())
+    print("\n".join(lines) if lines else "same: %d scenarios, %d checks (timings aside)" % (len(scenarios), checks))
     return 1 if lines else 0
 
 
