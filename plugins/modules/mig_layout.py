@@ -25,7 +25,8 @@ description:
   - Check mode is a server-side dry run of the ConfigMap and of each label (kubernetes.core's client), with no wait;
     with C(--diff), RV(diff) holds the ConfigMap's change.
   - With O(state=checked) it only checks the layout, against O(nodes) when given (no cluster; the preflight's node
-    pools) or the cluster's GPU nodes.
+    pools) or the cluster's GPU nodes. With O(state=rendered) it returns the MIG manager's ConfigMap in RV(objects)
+    and touches no cluster (C(render.yml)).
   - The configs the nodes' label does not select are not applied; what they would do wrong on these nodes is in
     RV(warnings), as are the nodes whose profiles cannot be known before MIG is on (a model the built-in catalogue
     lacks); the MIG manager judges those, and the caller checks the result from the nodes' reports.
@@ -36,9 +37,10 @@ extends_documentation_fragment:
 options:
   state:
     description:
-      - C(present) applies the layout and waits for the MIG manager; C(checked) checks the layout only.
+      - C(present) applies the layout and waits for the MIG manager; C(checked) checks the layout only;
+        C(rendered) builds the ConfigMap only.
     type: str
-    choices: [present, checked]
+    choices: [present, checked, rendered]
     default: present
   document:
     description: The mig-parted document (C(version), C(mig-configs)) the MIG manager reads.
@@ -74,7 +76,7 @@ options:
   configmap:
     description:
       - The MIG manager's ConfigMap, C({name, namespace}) (the GPU Operator's chart value C(migManager.config.name),
-        in the operator's namespace). Required with O(state=present).
+        in the operator's namespace). Required with O(state=present) and O(state=rendered).
     type: dict
   wait_timeout:
     description: Seconds to wait for the MIG manager on every node.
@@ -104,7 +106,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 nodes:
-  description: The GPU nodes as last read (after the MIG manager when O(state=present), not in check mode), API dicts.
+  description:
+    - The GPU nodes as last read (after the MIG manager when O(state=present), not in check mode), API dicts; empty
+      with O(state=rendered).
   returned: always
   type: list
   elements: dict
@@ -137,6 +141,11 @@ elapsed:
   description: Seconds the wait for the MIG manager took (0 when there was none).
   returned: always
   type: float
+objects:
+  description: With O(state=rendered), the MIG manager's ConfigMap holding the document (key C(config.yaml)).
+  returned: when state is rendered
+  type: list
+  elements: dict
 diff:
   description: With C(--diff), the ConfigMap's change (C(before), C(after)).
   returned: when the ConfigMap changes and diff mode is on
@@ -161,7 +170,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
-        state=dict(type="str", choices=["present", "checked"], default="present"),
+        state=dict(type="str", choices=["present", "checked", "rendered"], default="present"),
         document=dict(type="dict", required=True),
         config=dict(type="str", required=True),
         strategy=dict(type="str", choices=["single", "mixed"], default="single"),
@@ -237,21 +246,28 @@ class MigLayout(object):
         return nodes, result, elapsed
 
 
+def configmap(module):
+    """The MIG manager's ConfigMap of the module's document; fails the module without O(configmap)."""
+    target = module.params["configmap"] or {}
+    if not target.get("name") or not target.get("namespace"):
+        module.fail_json(msg="configmap: {name, namespace} of the MIG manager's ConfigMap is required with state %s"
+                         % module.params["state"])
+    return mig_nodes.configmap(module.params["document"], target["name"], target["namespace"])
+
+
 def converge(module, client, waiter=None):
     """State present: check, write the ConfigMap, label, wait. Returns the module's result."""
     run = MigLayout(module, client, waiter)
     params = module.params
-    if not params["configmap"] or not params["configmap"].get("name") or not params["configmap"].get("namespace"):
-        module.fail_json(msg="configmap: {name, namespace} of the MIG manager's ConfigMap is required with state present")
+    desired = configmap(module)
     before = run.nodes()
     errors, warnings = judged(params, before)
     if errors:
         module.fail_json(msg="\n".join(errors), nodes_before=before)
     for warning in warnings:
         module.warn(warning)
-    target = params["configmap"]
-    new_namespaces = [target["namespace"]] if run.namespace(target["namespace"]) else []
-    run.applier.apply(mig_nodes.configmap(params["document"], target["name"], target["namespace"]), new_namespaces)
+    namespace = desired["metadata"]["namespace"]
+    run.applier.apply(desired, [namespace] if run.namespace(namespace) else [])
     for node in before:
         run.label(node)
     nodes, progress, elapsed = before, {}, 0.0
@@ -280,7 +296,10 @@ def checked(module, client_factory):
 def main():
     module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argspec(), supports_check_mode=True)
     try:
-        if module.params["state"] == "checked":
+        if module.params["state"] == "rendered":
+            result = dict(changed=False, objects=[configmap(module)], nodes=[], nodes_before=[], progress={},
+                          warnings=[], changed_objects=[], elapsed=0.0)
+        elif module.params["state"] == "checked":
             result = checked(module, lambda: get_api_client(module))
         else:
             result = converge(module, get_api_client(module))

@@ -39,3 +39,15 @@ def test_every_filter_has_a_caller():
     text = _text()
     dead = [name for name, _function in FILTERS if not re.search(r"fairgpu\.tenancy\.%s\b" % name, text)]
     assert dead == []
+
+
+def test_every_name_a_role_or_playbook_calls_exists():
+    """A filter removed while a playbook still calls it fails only on the path that reaches it (render.yml on path
+    mig once called a filter that was gone): every fairgpu.tenancy.<name> written in a role, playbook or test
+    playbook is a filter, module, role, action or callback of the collection."""
+    names = set(name for name, _function in FILTERS)
+    for kind in ("modules", "action", "callback"):
+        names |= set(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "plugins", kind, "*.py")))
+    names |= set(os.listdir(os.path.join(ROOT, "roles"))) | {"cluster"}  # cluster: the action group as well
+    called = set(re.findall(r"fairgpu\.tenancy\.([a-z_]+)", _text()))
+    assert sorted(called - names) == []

@@ -160,3 +160,14 @@ def test_the_preflights_check_needs_no_cluster_and_returns_the_warnings():
     with pytest.raises(Ended) as ended:
         mig_layout.checked(Module(state="checked", nodes=[gpu_node("gpu-node-0")], config="too-big"), no_cluster)
     assert "too-big" in ended.value.args[1]["msg"]
+
+
+def test_rendered_builds_the_configmap_and_needs_its_name_and_namespace():
+    (made,) = [mig_layout.configmap(Module(state="rendered"))]
+    assert made["metadata"] == {"name": CONFIGMAP["name"], "namespace": CONFIGMAP["namespace"],
+                                "labels": {"app.kubernetes.io/managed-by": "fairgpu"}}
+    assert yaml.safe_load(made["data"]["config.yaml"]) == DOC
+    with pytest.raises(Ended) as ended:
+        mig_layout.configmap(Module(state="rendered", configmap=None))
+    assert ended.value.args[1]["msg"].startswith("configmap: {name, namespace} of the MIG manager's ConfigMap is "
+                                                 "required with state rendered")
