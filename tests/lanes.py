@@ -14,9 +14,19 @@ cluster has its own name, ports and state directory; the roles order cluster cre
 
 On SIGINT or SIGTERM every running target gets SIGINT (pytest then runs its fixtures' teardown, which deletes the
 clusters), and after 120 s SIGKILL.
+
+One make test at a time on a machine: the tests' clusters have fixed names and ports, and their state lives under
+~/.local/share/fairgpu whichever checkout runs them, so a second run would adopt the first one's clusters. lanes.py
+holds an exclusive lock (~/.local/share/fairgpu/make-test.lock) for its whole run and refuses to start while another
+holds it. Every process it starts carries FAIRGPU_MAKE_TEST in its environment, and kwokctl's and local_service's
+daemons inherit it. A run killed outright (its session ended, SIGKILL) leaves those daemons running with no lock
+held: the next run finds them by the mark, tears their clusters down with teardown.yml and stops what is left, before
+any test starts (docs/testing.md "Two lanes at once").
 """
 
+import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +36,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "results", "tests")
 GRACE = 120
+STATE_DIR = os.path.expanduser("~/.local/share/fairgpu")
+MACHINE_LOCK = os.path.join(STATE_DIR, "make-test.lock")
+MARK = "FAIRGPU_MAKE_TEST"
+# A kwokctl cluster's directory in a process's command line: <run_state_dir>/kwok/clusters/<cluster_name>/...
+CLUSTER_DIR = re.compile(r"(/[^\s=:,]+)/kwok/clusters/([^/\s=:,]+)/")
 
 
 class Lane(threading.Thread):
@@ -66,6 +81,81 @@ class Lane(threading.Thread):
                 pass
 
 
+def hold_the_machine():
+    """The machine's make-test lock, held until this process exits; None when another make test holds it."""
+    os.makedirs(STATE_DIR, exist_ok=True)
+    handle = open(MACHINE_LOCK, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        sys.stderr.write("lanes: another make test holds %s (%s); its clusters have the names and ports this one "
+                         "would use. Wait for it, or stop it (it tears its clusters down on SIGINT).\n"
+                         % (MACHINE_LOCK, handle.read().strip() or "no owner written"))
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write("pid %d, %s\n" % (os.getpid(), ROOT))
+    handle.flush()
+    return handle
+
+
+def marked_processes():
+    """{pid: command line} of the processes whose environment carries MARK, this one excluded."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                if not any(item.startswith(MARK.encode() + b"=") for item in handle.read().split(b"\0")):
+                    continue
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                found[int(name)] = " ".join(a.decode(errors="replace") for a in handle.read().split(b"\0") if a)
+        except OSError:
+            continue
+    return found
+
+
+def clear_what_an_interrupted_run_left(printer):
+    """Tear down the clusters of the marked processes an earlier, killed make test left (the lock is ours, so no
+    make test owns them), then stop every marked process still running. Returns the clusters torn down."""
+    left = marked_processes()
+    if not left:
+        return []
+    clusters = sorted(set(m.groups() for cmdline in left.values() for m in CLUSTER_DIR.finditer(cmdline)))
+    printer("lanes: %d processes of an interrupted make test are still running (pids %s); tearing down their "
+            "clusters: %s" % (len(left), " ".join(str(pid) for pid in sorted(left)),
+                              ", ".join("%s (%s)" % (name, state) for state, name in clusters) or "none found"))
+    env = dict((key, value) for key, value in os.environ.items() if key != MARK)
+    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    for state, name in clusters:
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                               os.path.join(ROOT, "playbooks", "teardown.yml"),
+                               "-e", "@" + os.path.join(ROOT, "tests", "integration", "vars.yml"),
+                               "-e", "cluster_name=%s run_state_dir=%s" % (name, state)],
+                              cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+        said = "" if proc.returncode == 0 else "\n" + (proc.stdout + proc.stderr)[-2000:]
+        printer("lanes: teardown.yml of %s: rc %d%s" % (name, proc.returncode, said))
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        still = marked_processes()
+        for pid in still:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while still and time.monotonic() < deadline:
+            time.sleep(0.5)
+            still = marked_processes()
+        if not still:
+            break
+    if marked_processes():
+        printer("lanes: still running after SIGKILL: %s" % marked_processes())
+    return clusters
+
+
 def main(argv):
     lanes_targets = [arg.split() for arg in argv if arg.split()]
     if not lanes_targets:
@@ -83,6 +173,12 @@ def main(argv):
         with lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
+
+    machine = hold_the_machine()
+    if machine is None:
+        return 2
+    clear_what_an_interrupted_run_left(printer)
+    os.environ[MARK] = "pid %d" % os.getpid()
 
     started = time.monotonic()
     lanes = [Lane(targets, printer, started) for targets in lanes_targets]
