@@ -26,6 +26,7 @@ TARGET_TENANTS_RATIO = 3.0
 CONTROLLER_ACTIONS = {"ansible.builtin.debug", "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.fail",
                       "ansible.builtin.meta", "ansible.builtin.include_tasks", "ansible.builtin.import_tasks",
                       "ansible.builtin.include_role", "ansible.builtin.import_role", "fairgpu.tenancy.run_settings",
+                      "ansible.builtin.validate_argument_spec", "ansible.builtin.set_stats",
                       "debug", "set_fact", "assert", "fail", "meta", "include_tasks", "include_role"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
