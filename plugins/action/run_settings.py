@@ -15,8 +15,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import os
 
+import yaml
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.versions import versions_env
@@ -24,6 +26,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolv
 
 VERSIONS_ENV = os.path.join(os.path.dirname(__file__), "..", "..", "files", "lab", "toolchain", "versions.env")
 EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
+ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
 
 ARGUMENT_SPEC = dict(
     playbook=dict(type="str", required=True, choices=list(resolve.PLAYBOOKS)),
@@ -62,6 +65,17 @@ def unreachable_message(provider, kubeconfig, context, error):
         kubeconfig, " (context %s)" % context if context else "", error or "no answer")
 
 
+def role_settings():
+    """(every role's name, every option of every role's meta/argument_specs.yml): the settings of the collection."""
+    roles, settings = [], set()
+    for path in sorted(glob.glob(os.path.join(ROLES, "*", "meta", "argument_specs.yml"))):
+        roles.append(os.path.basename(os.path.dirname(os.path.dirname(path))))
+        with open(path) as handle:
+            for entry in (yaml.safe_load(handle) or {}).get("argument_specs", {}).values():
+                settings.update((entry or {}).get("options") or {})
+    return roles, settings
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -91,4 +105,6 @@ class ActionModule(ActionBase):
                                             recorded_path=resolve.recorded_path(read.get("resources")), **given)
         if settings["errors"]:
             return dict(result, failed=True, msg="\n".join(settings["errors"]), errors=settings["errors"])
-        return dict(result, changed=False, ansible_facts={"run_settings": settings})
+        roles, known = role_settings()
+        warnings = resolve.misspelled_settings(args["host_variables"], known, roles)
+        return dict(result, changed=False, ansible_facts={"run_settings": settings}, warnings=warnings)

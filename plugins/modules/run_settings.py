@@ -85,7 +85,10 @@ options:
     type: dict
     default: {}
   host_variables:
-    description: The names of the variables the inventory and extra vars set for the host (moved ones are refused).
+    description:
+      - The names of the variables the inventory and extra vars set for the host. A moved one is refused, naming its
+        new place; one that begins with a role's prefix, is no setting and is near one (C(kueue_fair_shairng)) is
+        warned about, naming the setting meant (a warning, since a platform team's own variable may share a prefix).
     type: list
     elements: str
     default: []

@@ -3,6 +3,7 @@ each decided in one place."""
 
 import pytest
 
+from ansible_collections.fairgpu.tenancy.plugins.action.run_settings import role_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import resolve
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan.resolve import (
     RECORD_NAME,
@@ -169,6 +170,25 @@ def test_a_variable_that_moved_is_refused_with_its_new_place():
                                                           "kueue_namespace"])["errors"]
     assert errors == ["kueue_namespace: no longer read; set run_namespaces.kueue instead",
                       "monitoring_prometheus_port: no longer read; set run_local_ports.prometheus instead"]
+
+
+def test_a_misspelt_setting_is_warned_about_with_the_setting_meant():
+    """-e kueue_fair_shairng=false changed nothing without a word (a new user's try, 2026-12-06); the settings are
+    the roles' argument specs, read by the action plugin (role_settings below)."""
+    roles, settings = role_settings()
+    host = ["kueue_fair_shairng", "tenants_lsit", "cluster_nmae", "kueue_fair_sharing", "inventory_hostname",
+            "cluster_region", "platform_owner", "tenants_list_mig", "kueue_namespace", "lab_cluster_node_pool"]
+    assert resolve.misspelled_settings(host, settings, roles) == [
+        "%s: no role of fairgpu reads it, so it changes nothing; did you mean %s? (the settings: docs/settings.md)"
+        % pair for pair in (("cluster_nmae", "cluster_name"), ("kueue_fair_shairng", "kueue_fair_sharing"),
+                            ("lab_cluster_node_pool", "lab_cluster_node_pools"), ("tenants_lsit", "tenants_list"))]
+
+
+def test_the_settings_are_every_roles_argument_specs():
+    roles, settings = role_settings()
+    assert {"tenants", "kueue", "lab_cluster", "run", "validate"} <= set(roles)
+    assert {"tenants_list", "kueue_fair_sharing", "lab_cluster_node_pools", "run_local_ports", "validate_scenarios"} <= settings
+    assert not set(resolve.MOVED_VARIABLES) & settings
 
 
 def test_the_helm_client_is_on_path_unless_given():

@@ -54,6 +54,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import re
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.chart import chart_ref_kind
@@ -135,6 +136,42 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The record site.yml leaves on the cluster (a ConfigMap in kube-system, which every cluster has).
 RECORD_NAME = "fairgpu-run"
 RECORD_NAMESPACE = "kube-system"
+
+
+# The host's cluster: inventory input that the action plugin run_settings reads under these names (its argument spec
+# holds their defaults); every other setting is an option of a role's meta/argument_specs.yml.
+CLUSTER_VARIABLES = ("cluster_provider", "cluster_name", "cluster_kubeconfig", "cluster_context")
+# How near a name must be to a setting to be taken for its misspelling (difflib's ratio: kueue_fair_shairng against
+# kueue_fair_sharing is 0.89; a platform team's own cluster_region against cluster_name is 0.62).
+MISSPELLING_CUTOFF = 0.85
+
+
+def misspelled_settings(host_variables, settings, roles):
+    """Warnings for the host's variables that look like a misspelt fairgpu setting: a name that begins with a role's
+    prefix (``<role>_``), is no setting and no moved variable, and is within MISSPELLING_CUTOFF of a setting with the
+    same prefix, and is not a setting's name with a suffix. Ansible ignores a variable no role reads, so ``-e
+    kueue_fair_shairng=false`` would change nothing without a word. Names far from every setting are a platform
+    team's own (``cluster_region``) and pass unsaid; a warning, not an error, since such a name may still be theirs.
+
+    ``host_variables``: the names of the host's inventory and extra variables. ``settings``: every setting's name
+    (the roles' argument specs and CLUSTER_VARIABLES). ``roles``: the roles' names. Returns ``[str]``, one warning a
+    name, naming the setting meant."""
+    known = set(settings) | set(CLUSTER_VARIABLES)
+    warnings = []
+    for name in sorted(set(host_variables or ())):
+        # A setting's name grown by a suffix is a helper of the inventory's own (tenants_list_mig, which the
+        # example inventory's tenants_by_path reads), not a slip of the keyboard.
+        if name in known or name in MOVED_VARIABLES or any(name.startswith(n + "_") for n in known):
+            continue
+        prefixes = [role + "_" for role in roles if name.startswith(role + "_")]
+        if not prefixes:
+            continue
+        prefix = max(prefixes, key=len)
+        near = difflib.get_close_matches(name, sorted(n for n in known if n.startswith(prefix)), 1, MISSPELLING_CUTOFF)
+        if near:
+            warnings.append("%s: no role of fairgpu reads it, so it changes nothing; did you mean %s? (the settings: "
+                            "docs/settings.md)" % (name, near[0]))
+    return warnings
 
 
 def _blank(value):
