@@ -151,8 +151,9 @@ def clear_what_an_interrupted_run_left(printer):
             still = marked_processes()
         if not still:
             break
-    if marked_processes():
-        printer("lanes: still running after SIGKILL: %s" % marked_processes())
+    still = marked_processes()
+    if still:
+        printer("lanes: still running after SIGKILL: %s" % still)
     return clusters
 
 

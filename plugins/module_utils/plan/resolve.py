@@ -153,8 +153,8 @@ def misspelled_settings(host_variables, settings, roles):
     kueue_fair_shairng=false`` would change nothing without a word. Names far from every setting are a platform
     team's own (``cluster_region``) and pass unsaid; a warning, not an error, since such a name may still be theirs.
 
-    ``host_variables``: the names of the host's inventory and extra variables. ``settings``: every setting's name
-    (the roles' argument specs and CLUSTER_VARIABLES). ``roles``: the roles' names. Returns ``[str]``, one warning a
+    ``host_variables``: the names of the host's inventory and extra variables. ``settings``: every option of the
+    roles' argument specs (CLUSTER_VARIABLES are added here). ``roles``: the roles' names. Returns ``[str]``, one warning a
     name, naming the setting meant."""
     known = set(settings) | set(CLUSTER_VARIABLES)
     warnings = []
