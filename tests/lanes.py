@@ -20,9 +20,9 @@ One make test at a time on a machine: the tests' clusters have fixed names and p
 holds an exclusive lock (~/.local/share/fairgpu/make-test.lock) for its whole run and refuses to start while another
 holds it. Every process it starts carries FAIRGPU_MAKE_TEST in its environment, and kwokctl's and local_service's
 daemons inherit it (kwokctl starts its components with ``cmd.Env = append(os.Environ(), ...)``,
-sigs.k8s.io/kwok@v0.8.0 pkg/utils/exec/exec.go). A run killed outright (its session ended, SIGKILL) leaves those daemons running with no lock
-held: the next run finds them by the mark, tears their clusters down with teardown.yml and stops what is left, before
-any test starts (docs/testing.md "Two lanes at once").
+sigs.k8s.io/kwok@v0.8.0 pkg/utils/exec/exec.go). A run killed outright (its session ended, SIGKILL) leaves those
+daemons running with no lock held: the next run finds them by the mark, tears their clusters down with teardown.yml
+and stops what is left, before any test starts (docs/testing.md "Two lanes at once").
 """
 
 import fcntl
