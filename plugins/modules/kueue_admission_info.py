@@ -168,6 +168,13 @@ queues:
           admitted); never below RV(queues.admitted_workloads). A count that only grows.
       type: int
       returned: always
+    workloads_reserved:
+      description:
+        - Devices of O(resource) that the listed Workloads holding this ClusterQueue's quota (admitted, or quota
+          reserved) ask for, to set beside RV(queues.reserved), the ClusterQueue's own count; the two differ while
+          Kueue catches up with a change, or when it double-counts or loses a Workload (0 with O(workloads=false)).
+      type: int
+      returned: always
     active:
       description: Whether the ClusterQueue's Active condition is True.
       type: bool
@@ -200,6 +207,7 @@ queues:
       reserving_workloads: 16
       admitted_workloads: 16
       admitted_or_finished_workloads: 16
+      workloads_reserved: 16
       active: true
       pods_running: 16
       pods_terminating: 0
@@ -328,8 +336,9 @@ timeline:
       type: float
     queues:
       description:
-        - Per ClusterQueue name, C(reserved), C(borrowed), C(running) and C(terminating) in devices (running and
-          terminating are held by pods, with O(pods)), C(pending) and C(admitted) in workloads.
+        - Per ClusterQueue name, C(reserved), C(borrowed), C(workloads_reserved) (RV(queues.workloads_reserved)),
+          C(running), C(terminating) and C(started) in devices (running, terminating and started are held by pods,
+          with O(pods)), C(pending) and C(admitted) in workloads.
       type: dict
     outside_kueue:
       description: With O(gpu_pods), RV(outside_kueue) as read for this sample.
@@ -339,7 +348,8 @@ timeline:
     - t: 1.002
       ts: 1796032682.5
       queues:
-        team-a: {reserved: 16, borrowed: 8, pending: 4, admitted: 16, running: 16, terminating: 0}
+        team-a: {reserved: 16, borrowed: 8, workloads_reserved: 16, pending: 4, admitted: 16, running: 16,
+                 terminating: 0, started: 16}
       outside_kueue: []
 """
 

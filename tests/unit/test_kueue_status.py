@@ -122,8 +122,24 @@ def test_wait_conditions():
     assert not condition_met(info, {"all_finished": True, "workloads_at_least": 2})
     assert not condition_met(info, {"queue": "nope", "admitted_at_least": 0})
     point = sample(info, 1.5, 100.0)
-    assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "pending": 1, "admitted": 8, "running": 0,
-                                         "terminating": 0, "started": 0}
+    assert point["queues"]["team-b"] == {"reserved": 8, "borrowed": 0, "workloads_reserved": 0, "pending": 1,
+                                         "admitted": 8, "running": 0, "terminating": 0, "started": 0}
+
+
+def test_workloads_reserved_adds_up_the_workloads_that_hold_quota_beside_the_queues_own_count():
+    """The ClusterQueue says 8 reserved; its listed Workloads holding quota (admitted, or only quota reserved) ask
+    for 2 + 3: the finished, pending and evicted ones hold none. A restart that lost or double-counted a Workload
+    shows as the two numbers apart (the kueue_restart scenario's check)."""
+    admitted = [("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted")]
+    found = [workload("w1", "team-b", "team-b-queue", gpus=2, conditions=admitted, admitted_to="team-b"),
+             workload("w2", "team-b", "team-b-queue", gpus=3, conditions=admitted[:1], admitted_to="team-b"),
+             workload("w3", "team-b", "team-b-queue", gpus=4, conditions=admitted + [("Finished", "True", "")]),
+             workload("w4", "team-b", "team-b-queue", gpus=5),
+             workload("w5", "team-b", "team-b-queue", gpus=6, conditions=[("Evicted", "True", "Preempted")]),
+             workload("w6", "team-a", "team-a-queue", gpus=7, conditions=admitted, admitted_to="team-a")]
+    info = admission_info([cluster_queue("team-b", reserved=8), cluster_queue("team-a", reserved=7)], LQS, found)
+    assert info["queues"]["team-b"]["workloads_reserved"] == 5 and info["queues"]["team-a"]["workloads_reserved"] == 7
+    assert sample(info, 0, 0)["queues"]["team-b"]["workloads_reserved"] == 5
 
 
 def test_admitted_counts_finished_workloads_so_a_wait_cannot_miss_short_jobs():

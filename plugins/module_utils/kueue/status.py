@@ -259,6 +259,10 @@ def admission_info(cluster_queues, local_queues, workloads, resource=GPU_RESOURC
         # so admitted + finished is a count that only grows (a wait on it cannot miss a short Job).
         ran = sum(1 for s in summaries if s["cluster_queue"] == queue["name"] and s["state"] in ("admitted", "finished"))
         queue["admitted_or_finished_workloads"] = max(queue["admitted_workloads"], ran)
+        # What the listed Workloads that hold quota add up to, to set beside the ClusterQueue's own count
+        # (``reserved``): the two differ when Kueue double-counts or loses a Workload (a restart's rebuild).
+        queue["workloads_reserved"] = sum(s["gpus"] for s in summaries
+                                          if s["cluster_queue"] == queue["name"] and s["state"] in ("admitted", "reserved"))
     summaries.sort(key=lambda s: (s["namespace"] or "", s["created"] or "", s["name"] or ""))
     return {"queues": queues, "workloads": summaries}
 
@@ -318,7 +322,8 @@ def condition_met(info, wait_for):
 
 def sample(info, seconds, wall_time):
     """One point of a timeline: ``{"t": seconds since the wait began, "ts": wall_time (Unix seconds),
-    "queues": {name: {reserved, borrowed, pending, admitted, running, terminating, started}}}`` (running and
+    "queues": {name: {reserved, borrowed, workloads_reserved, pending, admitted, running, terminating, started}}}``
+    (workloads_reserved: the devices of the listed Workloads that hold the queue's quota; running and
     terminating: devices held by the queue's Running pods, started: those of its Running and Succeeded pods, when
     pods were read), and ``"outside_kueue"`` when ``info`` has it (``attribution.outside_kueue``: the pods on the
     nodes that hold devices no admitted Workload accounts for)."""
@@ -326,7 +331,7 @@ def sample(info, seconds, wall_time):
         "t": round(seconds, 3),
         "ts": round(wall_time, 3),
         "queues": {
-            name: {"reserved": q["reserved"], "borrowed": q["borrowed"],
+            name: {"reserved": q["reserved"], "borrowed": q["borrowed"], "workloads_reserved": q.get("workloads_reserved", 0),
                    "pending": q["pending_workloads"], "admitted": q["admitted_workloads"],
                    "running": q["pods_running"], "terminating": q["pods_terminating"],
                    "started": q["pods_running"] + q["pods_succeeded"]}
