@@ -153,3 +153,54 @@ def alert_spans(matrix, alertname, tenant, step="5s", state="firing"):
 
     times = alert_history(matrix).get((alertname, tenant), {}).get(state, [])
     return [{"start": a, "end": b} for a, b in streaks(times, 2 * duration_seconds(step))]
+
+
+KUEUE_DOWN = "FairgpuKueueDown"
+
+
+def kueue_down_check(alerts_matrix, down_ts, back_ts, for_seconds, step_seconds):
+    """Whether ``FairgpuKueueDown`` did what its rule says while Kueue was down from ``down_ts`` to ``back_ts`` (Unix
+    seconds). Prometheus sees the outage at its first failed scrape of Kueue (``up == 0``, within a scrape interval,
+    ``step_seconds`` here), keeps the alert pending for ``for_seconds`` and fires it at the next evaluation: an
+    outage longer than ``for_seconds`` plus three steps must fire it; a shorter one must leave it pending at most
+    (a firing then is the rule's ``for:`` not in force). Firing samples up to three steps after ``back_ts`` count:
+    the first successful scrape ends the alert."""
+    history = alert_history(alerts_matrix).get((KUEUE_DOWN, ""), {"pending": [], "firing": []})
+    end = back_ts + 3 * step_seconds
+    pending = [t for t in history["pending"] if down_ts <= t <= end]
+    firing = [t for t in history["firing"] if down_ts <= t <= end]
+    observed = ", ".join(part for part in (
+        "pending %.0f s after the fault" % (pending[0] - down_ts) if pending else "",
+        "firing %.0f s after the fault" % (firing[0] - down_ts) if firing else "") if part) or "never active"
+    down = back_ts - down_ts
+    if down >= for_seconds + 3 * step_seconds:
+        return _check("%s fired while Kueue was down (%.0f s; for: %.0f s)" % (KUEUE_DOWN, down, for_seconds),
+                      "firing", observed, bool(firing))
+    return _check("%s pending, not firing, while Kueue was down (%.0f s, shorter than for: %.0f s plus three "
+                  "evaluations)" % (KUEUE_DOWN, down, for_seconds), "pending, never firing", observed,
+                  bool(pending) and not firing)
+
+
+def kueue_noise(errors_vector, evictions_vector):
+    """Kueue's own trouble during a scenario, from its metrics: ``errors_vector``, the instant vector of
+    ``sum by (controller) (increase(controller_runtime_reconcile_errors_total[window]))`` (controller-runtime's
+    counter of reconciles that returned an error, which Kueue retries with backoff); ``evictions_vector``, that of
+    ``sum by (reason) (increase(kueue_evicted_workloads_total[window]))`` (kueue v0.19.2 pkg/metrics). Returns
+    ``(metrics, notes)``: ``{"kueue_reconcile_errors": {controller: n}, "kueue_evictions": {reason: n}}`` (rounded:
+    ``increase`` extrapolates) and the report's sentences saying what struggled, none when nothing did."""
+    def counts(vector, label):
+        found = {}
+        for sample in vector or []:
+            value = int(round(float(sample["value"][1])))
+            if value > 0:
+                found[sample["metric"].get(label, "")] = value
+        return found
+    errors, evictions = counts(errors_vector, "controller"), counts(evictions_vector, "reason")
+    notes = []
+    if errors:
+        notes.append("Kueue struggled: %d reconciler errors (%s), each retried by Kueue; its log says which objects"
+                     % (sum(errors.values()), ", ".join("%s %d" % kv for kv in sorted(errors.items()))))
+    if evictions:
+        notes.append("Kueue evicted workloads %d times (%s)" % (
+            sum(evictions.values()), ", ".join("%s %d" % kv for kv in sorted(evictions.items()))))
+    return {"kueue_reconcile_errors": errors, "kueue_evictions": evictions}, notes

@@ -6,7 +6,8 @@
 ``validation_report`` module writes).
 
 A scenario result is ``{"name", "title", "checks": [check(...)], "metrics": {...}, "timeline": [...]}`` (and
-optionally ``"images"``); ``check`` is the one row type every scenario's checks are made of."""
+optionally ``"images"``, and ``"notes"``: sentences the page shows above the checks, such as what struggled in a run
+that passed and what the embedded cluster cannot show); ``check`` is the one row type every scenario's checks are made of."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -141,6 +142,8 @@ def report_markdown(document, images):
         if metrics:
             lines += ["Measured: " + "; ".join("%s = %s" % (k.replace("_", " "), _fmt(v))
                                                for k, v in sorted(metrics.items())) + ".", ""]
+        if scenario.get("notes"):
+            lines += ["- " + note for note in scenario["notes"]] + [""]
         lines += ["| check | expected | observed | result |", "|---|---|---|---|"]
         for c in scenario["checks"]:
             lines.append("| %s | %s | %s | %s |" % (_cell(c["check"]), _cell(c["expected"]), _cell(c["observed"]),
