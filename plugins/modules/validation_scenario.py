@@ -17,6 +17,12 @@ description:
     run by one executor; submit the tenants' load Jobs, wait on Kueue's decisions (the waits are the timings the
     checks read), read Jobs, pods and Events, and on the lab's Prometheus the flood's alerts and series; then the
     scenario's judges (plugins/module_utils/validation/scenarios.py) decide each check from what was read.
+  - C(kueue_restart) is a fault scenario (docs/failures.md), never run unless asked for. While the first tenant holds
+    every GPU it may reach, Kueue is taken down as O(faults) says, the second tenant tries to create a Job (Kueue's
+    webhook must refuse it, or it must stay suspended), Kueue comes back, the second tenant submits its guarantee;
+    judged are its time-to-guarantee after the restart, Kueue's reserved GPUs against its admitted Workloads on every
+    read, no tenant above what it may reach, every Job done once, and on Prometheus C(FairgpuKueueDown). The flood
+    scenarios and this one also report Kueue's reconciler errors and evictions from its metrics.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
@@ -32,7 +38,7 @@ options:
     description: The scenario.
     type: str
     required: true
-    choices: [baseline, flood, flood_reverse, mig, isolation]
+    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -46,7 +52,9 @@ options:
         defaults/main.yml says what each is); times in seconds. C(baseline_jobs), C(baseline_seconds),
         C(flood_extra_jobs), C(flood_seconds), C(flood_backlog_jobs), C(guarantee_bound_seconds),
         C(running_bound_seconds), C(accounting_grace_seconds), C(finish_timeout), C(mig_seconds), C(mig_extra_jobs),
-        C(alert_timeout), C(prometheus_step) (a Prometheus duration) and, for C(isolation), C(probe_timeout).
+        C(alert_timeout), C(prometheus_step) (a Prometheus duration), C(fault_down_seconds),
+        C(fault_guarantee_bound_seconds) and, for C(isolation),
+        C(probe_timeout).
     type: dict
     required: true
   pod:
@@ -71,6 +79,15 @@ options:
     description: Where the flood's plot of Prometheus's samples is written (C(<scenario>-prometheus.png)).
     type: path
     default: "."
+  faults:
+    description:
+      - "How a fault scenario breaks each component, by component. C(kueue) (for C(kueue_restart)) is
+        C({process: {workdir, ready_url}}), the embedded cluster's local Kueue (module C(local_service)'s files in
+        C(workdir); killed with SIGKILL, started again from its record, ready when C(ready_url) answers), or
+        C({pods: {namespace, label_selector}}), Kueue's controller pods in the cluster (deleted with no grace period;
+        back when a new one is Ready)."
+    type: dict
+    default: {}
 requirements:
   - kubernetes >= 24.2.0
 """
@@ -125,7 +142,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import 
 def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
-        name=dict(type="str", required=True, choices=["baseline", "flood", "flood_reverse", "mig", "isolation"]),
+        name=dict(type="str", required=True,
+                  choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),
@@ -133,6 +151,7 @@ def argspec():
         prometheus_url=dict(type="str", default=""),
         alert_for=dict(type="str", default="5m"),
         results_dir=dict(type="path", default="."),
+        faults=dict(type="dict", default={}),
     )
     return spec
 
@@ -188,7 +207,7 @@ def run(module, client, waiter=None):
                 settings, pod, params["load_script"],
                 prometheus=Prometheus(params["prometheus_url"]) if params["prometheus_url"] else None,
                 exec_in_pod=exec_in_pod(client), draw=draw_png, results_dir=params["results_dir"],
-                alert_for=params["alert_for"])
+                alert_for=params["alert_for"], faults=params["faults"])
             results, steps = scenario.run(params["name"])
     except (engine.StepFailed, probe.ProbeError, ValueError) as exc:
         module.fail_json(msg="%s: %s" % (params["name"], exc))

@@ -59,8 +59,8 @@ def test_prometheus_scrapes_both_targets_and_loads_the_rules(cluster):
     rules = {r["name"]: r["duration"] for g in prometheus("/api/v1/rules", type="alert")["groups"] for r in g["rules"]}
     seconds = int(OVER_GUARANTEE_FOR.rstrip("s"))
     assert rules == {"FairgpuTenantOverGuarantee": seconds, "FairgpuTenantStarved": 300,
-                     "FairgpuTenantGpusOutsideKueue": 120, "FairgpuPodGpuMemoryHigh": 600, "FairgpuKueueDown": 300,
-                     "FairgpuGpuPodOutsideTenants": 5}  # inventories/local: one scrape interval of the embedded cluster
+                     "FairgpuTenantGpusOutsideKueue": 120, "FairgpuPodGpuMemoryHigh": 600, "FairgpuKueueDown": 10,
+                     "FairgpuGpuPodOutsideTenants": 5}  # inventories/local: one scrape interval; Kueue down: test_45
     # The real Kueue's quota series, by tenant (ClusterQueue), as Prometheus stored them.
     quota = prometheus("/api/v1/query", query='kueue_cluster_queue_nominal_quota{resource="nvidia.com/gpu"}')["result"]
     assert {(s["metric"]["cluster_queue"], s["value"][1]) for s in quota} == {("team-a", "8"), ("team-b", "8")}

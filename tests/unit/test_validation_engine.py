@@ -15,7 +15,8 @@ from fake_clock import FakeClock
 SETTINGS = {"baseline_jobs": 3, "baseline_seconds": 10, "flood_extra_jobs": 4, "flood_seconds": 30,
             "flood_backlog_jobs": 60, "guarantee_bound_seconds": 15.0, "running_bound_seconds": 60.0,
             "accounting_grace_seconds": 10.0, "finish_timeout": 600, "mig_seconds": 20, "mig_extra_jobs": 1,
-            "alert_timeout": 300, "prometheus_step": "5s"}
+            "alert_timeout": 300, "prometheus_step": "5s", "fault_down_seconds": 30,
+            "fault_guarantee_bound_seconds": 30.0}
 
 
 def tenant(name, gpus=8, borrowing_limit=8, resource="nvidia.com/gpu"):
@@ -46,7 +47,7 @@ def test_every_step_is_an_action_of_the_executor_and_its_values_resolve(name):
         assert set(step.args) <= set(accepted), (step.action, set(step.args) - set(accepted))
         step.title.format(**plan)
         assert step.when is None or step.when in plan
-        for key in ("timeout", "queue", "tenant"):
+        for key in ("timeout", "queue", "tenant", "seconds", "start"):
             given = step.args.get(key)
             assert not isinstance(given, str) or given in plan or given in SETTINGS, (step.title, key, given)
         for given in (step.args.get("until") or {}).values():
@@ -82,7 +83,8 @@ def test_steps_run_in_their_order_and_a_false_condition_is_skipped_and_said(monk
                     "read", "wait", "delete_backlog", "wait", "read", "cleanup"]
     skipped = [s["step"] for s in steps if s["skipped"]]
     assert skipped == ["start with no fairgpu alert active on Prometheus",
-                       "what Prometheus saw: the over-guarantee alert, its series and plot"]
+                       "what Prometheus saw: the over-guarantee alert, its series and plot",
+                       "Kueue's own errors and evictions during the flood, from its metrics"]
     assert steps[1]["step"] == "the flooder team-a submits 20 one-GPU Jobs, then a backlog of 60"
 
 

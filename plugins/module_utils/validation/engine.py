@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
@@ -39,13 +40,13 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import duration_seconds
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import PrometheusError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.quota import reachable
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import faults, scenarios
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.load import LOAD_SCRIPT_CONFIGMAP, job_manifest
 
 try:
-    from kubernetes.dynamic.exceptions import NotFoundError
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
 except ImportError:
-    NotFoundError = Exception  # the module reports the missing kubernetes library
+    DynamicApiError = NotFoundError = Exception  # the module reports the missing kubernetes library
 
 OVER_GUARANTEE = "FairgpuTenantOverGuarantee"
 # Seconds between two reads where a scenario times the cluster (the arriver's guarantee), and elsewhere.
@@ -54,7 +55,8 @@ FAST_POLL, POLL = 0.5, 1
 # each is). Times are seconds.
 SETTING_NAMES = ("baseline_jobs", "baseline_seconds", "flood_extra_jobs", "flood_seconds", "flood_backlog_jobs",
                  "guarantee_bound_seconds", "running_bound_seconds", "accounting_grace_seconds", "finish_timeout",
-                 "mig_seconds", "mig_extra_jobs", "alert_timeout", "prometheus_step")
+                 "mig_seconds", "mig_extra_jobs", "alert_timeout", "prometheus_step", "fault_down_seconds",
+                 "fault_guarantee_bound_seconds")
 
 
 class StepFailed(Exception):
@@ -108,6 +110,20 @@ def flood_plan(reverse):
     return plan
 
 
+def kueue_restart_plan(run):
+    """The flooder holds every GPU it may reach with its Jobs still running when Kueue comes back (they run the
+    outage plus the flood's run time), a few more queued behind them; the arriver submits its guarantee once Kueue
+    is back."""
+    values = flood_plan(False)(run)
+    settings = run.settings
+    reach = dict((t["name"], reachable(run.all_tenants, t["name"])) for t in (values["a"], values["b"]))
+    values.update(scenario="kueue_restart", backlog=0, pending=values["flood_jobs"] - values["reach"],
+                  seconds=int(settings["fault_down_seconds"]) + int(settings["flood_seconds"]), reach_by_queue=reach,
+                  down_seconds=settings["fault_down_seconds"], refused_start=values["arriver"]["gpus"],
+                  workloads=values["flood_jobs"] + values["arriver"]["gpus"])
+    return values
+
+
 def mig_plan(run):
     plan = _common(run)
     a, b, extra = plan["a"], plan["b"], run.settings["mig_extra_jobs"]
@@ -129,12 +145,12 @@ def judge_flood(plan, kept, settings):
     held_back = {"jobs": [j for j in kept["flood_jobs_read"] if j["metadata"]["name"] in pending],
                  "pods": [p for p in kept["flood_pods_read"]
                           if ((p["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)) in pending]}
-    return scenarios.flood_result(
+    return _with_noise(scenarios.flood_result(
         plan["scenario"], plan["flooder"], plan["arriver"], plan["reach"], plan["capacity"], plan["flood_jobs"],
         kept["flooded"], held_back, kept["arrival_ts"], kept["arrived"], kept["after"], kept["finished"],
         kept["all_jobs"], kept["events"], float(settings["guarantee_bound_seconds"]), running=kept["running"],
         running_bound_seconds=float(settings["running_bound_seconds"]), backlog=plan["backlog"],
-        accounting_grace_seconds=float(settings["accounting_grace_seconds"]))
+        accounting_grace_seconds=float(settings["accounting_grace_seconds"])), kept)
 
 
 def judge_alerts(plan, kept, settings):
@@ -145,6 +161,30 @@ def judge_alerts(plan, kept, settings):
         plan["scenario"], plan["flooder"], plan["arriver"], kept["flood_start"], kept["series"]["alerts"],
         kept["rule_groups"], [expected, duration_seconds(expected)], kept["series"]["dcgm_pods"],
         duration_seconds(settings["prometheus_step"]), kept["plots"])
+
+
+def judge_kueue_restart(plan, kept, settings):
+    kueue_down = None
+    if plan["prometheus"] and kept.get("alerts") is not None:
+        kueue_down = alert_checks.kueue_down_check(kept["alerts"], kept["fault"]["ts"], kept["back"]["ts"],
+                                                   duration_seconds(kept["kueue_down_for"]),
+                                                   duration_seconds(settings["prometheus_step"]))
+    during = dict(kept["during"], pods=kept["during_pods"])
+    result = scenarios.kueue_restart_result(
+        plan["flooder"], plan["arriver"], plan["reach_by_queue"], plan["flood_jobs"], kept["fault"], during,
+        kept["back"], kept["arrival_ts"], kept["arrived"], kept["finished"], kept["all_jobs"], kept["all_pods"],
+        float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]), kueue_down,
+        earlier=kept["flooded"]["timeline"] + kept["down"]["timeline"])
+    return _with_noise(result, kept)
+
+
+def _with_noise(result, kept):
+    """The scenario's result with Kueue's noise (``kept["noise"]``, ``monitoring.checks.kueue_noise``) added to its
+    metrics and notes; and what the embedded cluster cannot show (``kept["differs"]``)."""
+    metrics, notes = kept.get("noise") or ({}, [])
+    result["metrics"].update(metrics)
+    result["notes"] = list(notes) + list(kept.get("differs") or [])
+    return result
 
 
 def judge_mig(plan, kept, settings):
@@ -190,8 +230,41 @@ def _flood(reverse):
         Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
         Step("prometheus_alerts", "what Prometheus saw: the over-guarantee alert, its series and plot",
              when="prometheus"),
+        Step("prometheus_noise", "Kueue's own errors and evictions during the flood, from its metrics",
+             when="prometheus"),
         Step("cleanup", "clean up"),
     ], [judge_flood, judge_alerts])
+
+
+KUEUE_RESTART = Scenario(kueue_restart_plan, [
+    Step("prometheus_quiet", "start with no fairgpu alert active on Prometheus", when="prometheus"),
+    Step("submit", "the flooder {flooder[name]} submits {flood_jobs} one-GPU Jobs of {seconds} s",
+         jobs=[("flooder", "flood_jobs", 0, False)]),
+    Step("wait", "until the flooder holds every GPU it can reach ({reach})", queue="flooder",
+         until={"reserved_at_least": "reach"}, pods=True, gpu_pods=True, timeout=60),
+    Step("wait", "until the rest of the flooder's Jobs are queued ({pending})", queue="flooder",
+         until={"pending_at_least": "pending"}, pods=True, gpu_pods=True, timeout=30, save="flooded",
+         may_time_out=True),
+    Step("fault_stop", "Kueue goes down", component="kueue", save="fault"),
+    Step("try_submit", "the arriver {arriver[name]} creates a Job while Kueue is down", tenant="arriver",
+         start="refused_start", save="during"),
+    Step("hold", "Kueue stays down for {down_seconds} s (Kueue's objects read on)", seconds="down_seconds",
+         tenant="flooder", save="down"),
+    Step("read", "the arriver's pods while Kueue is down", kind="Pod", tenant="arriver", save="during_pods"),
+    Step("fault_start", "Kueue comes back", component="kueue", save="back"),
+    Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
+    Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
+         jobs=[("arriver", "guarantee", 0, False)]),
+    Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
+         queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
+         poll=FAST_POLL, save="arrived"),
+    Step("wait", "until every Job has finished", tenant="flooder", until={"all_finished": True,
+         "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
+    Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
+    Step("read", "every pod of the scenario", kind="Pod", save="all_pods"),
+    Step("prometheus_kueue", "what Prometheus saw: FairgpuKueueDown and Kueue's own errors", when="prometheus"),
+    Step("cleanup", "clean up"),
+], [judge_kueue_restart])
 
 
 SCENARIOS = {
@@ -208,6 +281,8 @@ SCENARIOS = {
     ], [judge_baseline]),
     "flood": _flood(False),
     "flood_reverse": _flood(True),
+    # Kueue killed while one tenant floods and the other arrives (docs/failures.md).
+    "kueue_restart": KUEUE_RESTART,
     # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
     # mig_extra_jobs more than its quota.
     "mig": Scenario(mig_plan, [
@@ -241,14 +316,16 @@ class Run(object):
     ``suffix``: the LocalQueue suffix; ``settings``: SETTING_NAMES; ``pod``: the load pods' image, memory fraction,
     user, group and whether the GPUs are simulated (``load.job_manifest``); ``load_script``: files/gpu_load.py's
     text; ``prometheus``: a ``Prometheus`` or None; ``exec_in_pod(namespace, pod, argv)``: its stdout (real GPUs);
-    ``draw(path, title, start, panels, spans)``: writes a PNG, returns whether it did; ``results_dir``: where."""
+    ``draw(path, title, start, panels, spans)``: writes a PNG, returns whether it did; ``results_dir``: where;
+    ``faults``: how to break each component a fault scenario breaks (``{"kueue": faults.kueue_fault's spec}``)."""
 
     def __init__(self, client, waiter, tenants, all_tenants, capacity, suffix, settings, pod, load_script,
-                 prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m"):
+                 prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m", faults=None):
         self.client, self.waiter, self.tenants, self.all_tenants = client, waiter, tenants, all_tenants
         self.capacity, self.suffix, self.settings, self.pod = capacity, suffix, settings, pod
         self.load_script, self.prometheus, self.exec_in_pod, self.draw = load_script, prometheus, exec_in_pod, draw
-        self.results_dir, self.alert_for = results_dir, alert_for
+        self.results_dir, self.alert_for, self.faults = results_dir, alert_for, faults or {}
+        self.broken = {}
         self.namespaces = [t["namespaces"][0] for t in all_tenants]
 
     # -- running a table ---------------------------------------------------------------------------------------
@@ -375,6 +452,45 @@ class Run(object):
         kept[save] = dict((p["metadata"]["name"], parse_list(self.exec_in_pod(
             p["metadata"]["namespace"], p["metadata"]["name"], ["nvidia-smi", "-L"]))) for p in running)
 
+    def do_fault_stop(self, plan, kept, title, component, save):
+        """Take ``component`` down (``faults.py``); keeps ``{"how", "ts", ...}``, ts the Unix time just before."""
+        try:
+            injector = faults.kueue_fault(self.faults.get(component), self.client, self.waiter)
+            started = self.waiter.wall()
+            kept[save] = dict(injector.stop(), ts=started)
+        except faults.FaultError as exc:
+            raise StepFailed("%s: %s" % (title, exc))
+        self.broken[component] = injector
+        kept["differs"] = [injector.differs]
+
+    def do_fault_start(self, plan, kept, title, component, save):
+        """Bring ``component`` back and wait until it is ready; keeps ``{"ts": ready, "ready_seconds", ...}``."""
+        try:
+            kept[save] = dict(self.broken.pop(component).start(), ts=self.waiter.wall())
+        except faults.FaultError as exc:
+            raise StepFailed("%s: %s" % (title, exc))
+
+    def do_try_submit(self, plan, kept, title, tenant, start, save):
+        """Create one load Job of ``tenant`` (index ``start``) that may be refused: keeps ``{"refused": the API
+        server's answer or None, "job": the Job created or None}``."""
+        job = scenarios.load_jobs(plan[tenant], 1, plan["scenario"], plan["seconds"], self.suffix,
+                                  start=self.value(plan, start))[0]
+        try:
+            created = self.client.create(self.resource("Job", "batch/v1"), job_manifest(job, self.pod),
+                                         namespace=job["namespace"])
+        except DynamicApiError as exc:
+            kept[save] = {"refused": "%s %s: %s" % (exc.status, exc.reason, _message(exc)), "job": None}
+            return
+        kept[save] = {"refused": None, "job": created.to_dict() if hasattr(created, "to_dict") else created}
+
+    def do_hold(self, plan, kept, title, seconds, tenant, save):
+        """Read Kueue's objects and the pods for ``seconds`` while something is down (a wait that never holds)."""
+        never = {"all_finished": True, "workloads_at_least": 10 ** 9}
+        _met, info, elapsed, timeline = reader.wait(
+            self.client, self.waiter, never, self.value(plan, seconds), POLL, namespaces=self.namespaces, pods=True,
+            gpu_pods=True, resource=plan[tenant]["gpu_resource"])
+        kept[save] = dict(info, elapsed=elapsed, timeline=timeline)
+
     def do_cleanup(self, plan, kept, title):
         """Delete the validation's Jobs (their pods in the background) and wait until they and their Workloads are
         gone."""
@@ -455,12 +571,43 @@ class Run(object):
         kept["plots"] = [{"file": name, "title": "GPUs held vs guaranteed and pending workloads per tenant, from "
                                                  "Prometheus"}] if written else []
 
+    def do_prometheus_kueue(self, plan, kept, title):
+        """What Prometheus saw of Kueue's outage: FairgpuKueueDown's series and rule, once Prometheus scrapes Kueue
+        again; then Kueue's noise."""
+        step = self.settings["prometheus_step"]
+        self.waiter.wait(lambda: self.ask("query", 'up{job="kueue"} == 1'), self.settings["alert_timeout"], 5, bool)
+        start = kept["fault"]["ts"]
+        kept["alerts"] = self.ask("query_range", 'ALERTS{alertname="%s"}' % alert_checks.KUEUE_DOWN, start - 10,
+                                  self.waiter.wall(), step)
+        durations = alert_checks.rule_durations(self.ask("rules") or [])
+        kept["kueue_down_for"] = "%ds" % durations.get(alert_checks.KUEUE_DOWN, 300)
+        self.do_prometheus_noise(plan, kept, title)
+
+    def do_prometheus_noise(self, plan, kept, title):
+        """Kueue's reconciler errors and evictions over the scenario so far, from its own metrics
+        (``alert_checks.kueue_noise``); nothing when Prometheus does not answer."""
+        window = int(self.waiter.wall() - kept["flooded"]["timeline"][0]["ts"]) + 10
+        errors = self.ask("query", 'sum by (controller) (increase(controller_runtime_reconcile_errors_total'
+                                   '{job="kueue"}[%ds]))' % window)
+        evictions = self.ask("query", 'sum by (reason) (increase(kueue_evicted_workloads_total{job="kueue"}[%ds]))'
+                             % window)
+        kept["noise"] = alert_checks.kueue_noise(errors, evictions)
+
     def ask(self, what, *args):
         """Prometheus's answer, or None when it did not answer: the judge then shows what is missing."""
         try:
             return getattr(self.prometheus, what)(*args)
         except PrometheusError:
             return None
+
+
+def _message(exc):
+    """The ``message`` of a refusal's Status body, else its body as text."""
+    body = getattr(exc, "body", None) or ""
+    try:
+        return json.loads(body).get("message") or body
+    except (TypeError, ValueError, AttributeError):
+        return str(body)
 
 
 def _queues_seen(info):

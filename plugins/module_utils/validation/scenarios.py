@@ -14,7 +14,12 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import pod_requests, preempted as _was_preempted
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check as _check
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE, LOAD_JOB_PREFIX, LOCAL_QUEUE_SUFFIX
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
+    GPU_RESOURCE,
+    JOB_NAME_LABEL,
+    LOAD_JOB_PREFIX,
+    LOCAL_QUEUE_SUFFIX,
+)
 
 
 def load_jobs(tenant, count, scenario, seconds, queue_suffix=LOCAL_QUEUE_SUFFIX, gpus=1, start=0, backlog=False):
@@ -291,4 +296,121 @@ def mig_result(tenants, guaranteed, extra, admitted, held, finished, pods, smi=N
         "checks": checks,
         "metrics": {"simulated_devices": smi is None},
         "timeline": finished.get("timeline", []),
+    }
+
+
+def reservation_check(timeline, grace_seconds, where):
+    """Kueue's own count of each ClusterQueue's reserved devices (its status, ``reserved``) equals what the
+    Workloads holding its quota ask for (``workloads_reserved``), on every read: never apart longer than
+    ``grace_seconds`` in a row (Kueue writes a ClusterQueue's status a moment after the Workload's). A double
+    admission after a restart shows as the count above the Workloads, a Workload lost from the cache as below.
+    Samples without ``workloads_reserved`` are not judged. Field reports behind it: a restarted Kueue re-admitting
+    finished Workloads whose quota it then never released (kubernetes-sigs/kueue#1654, #1450), and a ClusterQueue
+    under-counting its Workloads' usage and admitting over quota (kubernetes-sigs/kueue#14609)."""
+    since, apart, judged = {}, {}, 0
+    for point in timeline:
+        for queue, entry in sorted(point["queues"].items()):
+            if "workloads_reserved" not in entry:
+                continue
+            judged += 1
+            if entry["reserved"] != entry["workloads_reserved"]:
+                since.setdefault(queue, point["ts"])
+                lasted = point["ts"] - since[queue]
+                if lasted > grace_seconds:
+                    apart[queue] = "%s: Kueue counts %d reserved, its Workloads %d (for %.1f s, t=%.1f s)" % (
+                        queue, entry["reserved"], entry["workloads_reserved"], lasted, point["t"])
+            else:
+                since.pop(queue, None)
+    observed = "; ".join(text for _queue, text in sorted(apart.items())) or "equal (%d reads)" % judged
+    return _check("Kueue's reserved GPUs equal its admitted Workloads' (%s)" % where,
+                  "never apart longer than %s s" % grace_seconds, observed, not apart and judged > 0)
+
+
+def reach_check(timeline, reach, where):
+    """No ClusterQueue ever reserves more than it may reach (``reach``: ``{queue: devices}``, its guarantee plus what
+    it may borrow, ``quota.reachable``): Kueue never admits beyond that, so one read above it is a failure."""
+    over = {}
+    for point in timeline:
+        for queue, limit in sorted(reach.items()):
+            held = point["queues"].get(queue, {}).get("reserved", 0)
+            if held > limit and held > over.get(queue, (0, ""))[0]:
+                over[queue] = (held, "%s: %d reserved, may reach %d (t=%.1f s)" % (queue, held, limit, point["t"]))
+    observed = "; ".join(text for _held, text in over.values()) or "never (%d reads)" % len(timeline)
+    return _check("no tenant holds more than its guarantee plus what it may borrow (%s)" % where,
+                  dict(sorted(reach.items())), observed, not over and bool(timeline))
+
+
+def ran_twice(jobs, pods):
+    """The Jobs that ran to the end more than once: ``status.succeeded`` above 1 (their completions are 1), or more
+    than one Succeeded pod. A Job preempted and run again is not one of them: Kueue's preemption suspends it, its
+    pods are deleted unfinished (kueue v0.19.2 pkg/controller/jobframework/reconciler.go, stopJob)."""
+    succeeded = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            job = (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
+            succeeded[job] = succeeded.get(job, 0) + 1
+    return sorted(j["metadata"]["name"] for j in jobs
+                  if ((j.get("status") or {}).get("succeeded") or 0) > 1 or succeeded.get(j["metadata"]["name"], 0) > 1)
+
+
+def kueue_restart_result(flooder, arriver, reach, flood_jobs, fault, during, back, arrival_ts, arrived, finished,
+                         jobs, pods, bound_seconds, grace_seconds, kueue_down=None, earlier=()):
+    """Judge the Kueue-restart scenario: ``flooder`` holds every GPU it may reach (``reach``: ``{queue: devices}``),
+    Kueue is taken down (``fault``: ``{"how", "ts", ...}``), ``arriver`` tries to create a Job while it is down
+    (``during``: ``{"refused": error text or None, "job": the created Job or None, "pods": its pods before Kueue
+    came back}``; Kueue's Job webhook fails closed, ``failurePolicy: Fail``, so the API server refuses every Job of a
+    managed namespace while it is down: kubernetes-sigs/kueue#5244), Kueue comes back (``back``: ``{"ts",
+    "ready_seconds"}``), ``arriver`` submits its guarantee at ``arrival_ts`` (``arrived``: the wait for its
+    reservation), and every Job runs to the end (``finished``).
+    ``jobs``, ``pods``: every Job and Pod of the scenario at the end; ``kueue_down``: the alert's check
+    (``monitoring.checks``), or None without Prometheus; ``earlier``: the samples read before the arrival (the
+    flood and the outage), judged with the rest."""
+    f, a = flooder["name"], arriver["name"]
+    down_seconds = round(back["ts"] - fault["ts"], 1)
+    checks = [_check("Kueue taken down while %s holds every GPU it may reach, then back" % f,
+                     fault["how"], "down %.1f s, ready %.1f s after its start" % (down_seconds, back["ready_seconds"] or 0),
+                     down_seconds > 0)]
+    refused, created = during.get("refused"), during.get("job")
+    if created is None:
+        webhook = bool(refused) and "failed calling webhook" in refused
+        checks.append(_check("a Job %s created while Kueue was down" % a, "refused by Kueue's webhook",
+                             refused or "neither created nor refused", webhook))
+    else:
+        suspended = bool((created.get("spec") or {}).get("suspend"))
+        started = sorted(p["metadata"]["name"] for p in during.get("pods") or [])
+        checks.append(_check("a Job %s created while Kueue was down" % a,
+                             "refused by Kueue's webhook, or suspended with no pod until Kueue is back",
+                             "created, %s, pods %s" % ("suspended" if suspended else "NOT suspended", started or "none"),
+                             suspended and not started))
+    timeline = list(earlier) + (arrived.get("timeline") or []) + (finished.get("timeline") or [])
+    ttg, _ttr = guarantee_times(arrived.get("timeline") or [], a, arriver["gpus"], arrival_ts)
+    checks.append(_check("time-to-guarantee of %s after Kueue is back, Kueue's reservation, within %s s"
+                         % (a, bound_seconds), "<= %s s" % bound_seconds, "never" if ttg is None else "%.1f s" % ttg,
+                         ttg is not None and ttg <= bound_seconds))
+    checks.append(reservation_check(timeline, grace_seconds, "kueue_restart"))
+    checks.append(reach_check(timeline, reach, "kueue_restart"))
+    checks.append(accounting_check(timeline, grace_seconds, "kueue_restart"))
+    checks.append(gpu_pods_check(timeline, grace_seconds, "kueue_restart"))
+    expected = flood_jobs + arriver["gpus"] + (1 if created is not None else 0)
+    succeeded = _succeeded(jobs)
+    checks.append(_check("every Job of both tenants succeeded (none lost)", expected, len(succeeded),
+                         len(succeeded) == expected))
+    twice = ran_twice(jobs, pods)
+    checks.append(_check("Jobs run to the end twice", [], twice, not twice))
+    if kueue_down is not None:
+        checks.append(kueue_down)
+    return {
+        "name": "kueue_restart",
+        "title": "Kueue restarts: %s floods, Kueue goes down, %s arrives once it is back" % (f, a),
+        "checks": checks,
+        "metrics": {
+            "fault": fault["how"],
+            "down_seconds": down_seconds,
+            "kueue_ready_seconds": back["ready_seconds"],
+            "time_to_guarantee_seconds": ttg,
+            "jobs_lost": max(0, expected - len(succeeded)),
+            "jobs_run_twice": len(twice),
+            "finish_seconds": finished.get("elapsed"),
+        },
+        "timeline": timeline,
     }
