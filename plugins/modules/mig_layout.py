@@ -344,9 +344,9 @@ class MigLayout(object):
         evictions = self.client.resource("Pod", "v1").subresources["eviction"]
         try:
             self.client.create(evictions, mig_drain.eviction(pod), namespace=pod["metadata"]["namespace"])
-        except NotFoundError:
-            return None
-        except TooManyRequestsError as exc:
+        except (NotFoundError, TooManyRequestsError) as exc:
+            if getattr(exc, "status", None) != 429:
+                return None
             try:
                 return json.loads(exc.body).get("message") or str(exc)
             except (TypeError, ValueError, AttributeError):

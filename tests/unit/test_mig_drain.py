@@ -26,8 +26,8 @@ def pod(name, on, requests=None, limits=None, phase="Running", owner=None, annot
         metadata["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
     if deleting:
         metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    spec = {"nodeName": on, "containers": [{"name": "c", "resources": {"requests": requests or {},
-                                                                      "limits": limits or {}}}]}
+    resources = {"requests": requests or {}, "limits": limits or {}}
+    spec = {"nodeName": on, "containers": [{"name": "c", "resources": resources}]}
     if init:
         spec["initContainers"] = init
     return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}

@@ -36,9 +36,8 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (MIG_CONFIG_LABEL,
-                                                                                  MIG_DRAIN_ANNOTATION,
-                                                                                  MIG_STATE_LABEL)
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_DRAIN_ANNOTATION
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.attribution import accelerators
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -179,8 +178,8 @@ def holding_line(pod, refused=None):
     """One pod still holding devices: ``namespace/name on node N: resource=count, phase P``, with ``terminating`` and
     the API server's last refusal of its eviction (``refused``, such as a PodDisruptionBudget's) when there are."""
     held = ", ".join("%s=%d" % item for item in sorted(devices(pod).items()))
-    line = "%s on node %s: %s, phase %s" % (pod_key(pod), pod["spec"]["nodeName"], held,
-                                           (pod.get("status") or {}).get("phase"))
+    phase = (pod.get("status") or {}).get("phase")
+    line = "%s on node %s: %s, phase %s" % (pod_key(pod), pod["spec"]["nodeName"], held, phase)
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         line += ", terminating"
     if refused:
