@@ -22,8 +22,21 @@ description:
     manager has answered on every node - applied, or failed (plugins/module_utils/mig/wait.py, with NVIDIA
     mig-parted's source of each state). A node's state from before its label changed is not an answer. It fails
     naming each node the MIG manager failed or did not finish within O(wait_timeout).
+  - With O(drain) (the default) the nodes whose label must change are relabelled one batch at a time
+    (O(drain_batch_size) nodes, in name order), so that tenants' work on the GPUs moves off first and the work on
+    the other nodes keeps running. For each batch it cordons every node that is not already unschedulable
+    (annotation C(fairgpu.io/mig-drain-cordoned) records that fairgpu did), evicts through the Eviction API each
+    pod that holds accelerator devices there (not DaemonSet pods, not finished ones; the API server gives each a
+    C(DisruptionTarget) condition, fairgpu writes an Event of reason C(FairgpuMigDrain)), retrying evictions a
+    PodDisruptionBudget refuses, waits until no such pod is left (O(drain_timeout), then fails naming each pod and
+    uncordons), labels the batch, waits for the MIG manager on it, and uncordons the nodes it cordoned. A node
+    another party cordoned stays cordoned. When the MIG manager fails on a node, the batch is uncordoned (the node
+    keeps its previous layout) and the run fails. A node left cordoned by an interrupted run is uncordoned once its
+    label names O(config) and the MIG manager reported success; otherwise it is drained again.
+    plugins/module_utils/mig/drain.py gives the rules and their sources.
   - Check mode is a server-side dry run of the ConfigMap and of each label (kubernetes.core's client), with no wait;
-    with C(--diff), RV(diff) holds the ConfigMap's change.
+    it cordons and evicts nothing, and lists in RV(drain) and in the task's warnings the nodes it would drain and
+    the pods it would evict from each. With C(--diff), RV(diff) holds the ConfigMap's change.
   - With O(state=checked) it only checks the layout, against O(nodes) when given (no cluster; the preflight's node
     pools) or the cluster's GPU nodes. With O(state=rendered) it returns the MIG manager's ConfigMap in RV(objects)
     and touches no cluster (C(render.yml)).
@@ -79,7 +92,23 @@ options:
         in the operator's namespace). Required with O(state=present) and O(state=rendered).
     type: dict
   wait_timeout:
-    description: Seconds to wait for the MIG manager on every node.
+    description: Seconds to wait for the MIG manager on every node (with O(drain), on each batch's nodes).
+    type: int
+    default: 600
+  drain:
+    description:
+      - Cordon and drain the nodes batch by batch before their label changes (see the description). C(false)
+        relabels every node at once with no cordon and no eviction, for nodes nobody runs work on.
+    type: bool
+    default: true
+  drain_batch_size:
+    description: Nodes drained and relabelled together, at least 1.
+    type: int
+    default: 1
+  drain_timeout:
+    description:
+      - Seconds to wait, per batch, until no pod holds devices on its nodes (evictions refused by a
+        PodDisruptionBudget are retried meanwhile).
     type: int
     default: 600
   wait_interval:
@@ -89,6 +118,8 @@ options:
 notes:
   - The MIG manager must be running before the labels change (it acts on a change of the label); on the embedded
     cluster the C(lab_mig_manager) role runs its simulation first.
+  - An evicted Job pod counts as a failure against the Job's C(backoffLimit) unless its C(podFailurePolicy) ignores
+    the C(DisruptionTarget) condition; docs/mig.md says what tenants should set.
 """
 
 EXAMPLES = r"""
@@ -131,6 +162,22 @@ warnings:
   returned: always
   type: list
   elements: str
+drain:
+  description:
+    - The nodes the run drains (would drain, in check mode), in order, each with the pods (C(namespace/name)) that
+      held devices on it when the run started. Empty with O(drain=false).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: gpu-node-0, pods: [team-a/train-7x2kq]}, {node: gpu-node-1, pods: []}]
+drained:
+  description:
+    - What the run drained, in order - per node, C(node), C(pods) (the pods it evicted, C(namespace/name)) and
+      C(seconds) (the batch's wait until its nodes held no devices). Empty in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: gpu-node-0, pods: [team-a/train-7x2kq], seconds: 3.0}]
 changed_objects:
   description: The objects the run changed (would change, in check mode), as C(Kind/namespace/name).
   returned: always
@@ -138,7 +185,7 @@ changed_objects:
   elements: str
   sample: [ConfigMap/gpu-operator/fairgpu-mig-parted-config, Node/gpu-node-0]
 elapsed:
-  description: Seconds the wait for the MIG manager took (0 when there was none).
+  description: Seconds the waits for the MIG manager took (0 when there was none).
   returned: always
   type: float
 objects:
@@ -154,6 +201,7 @@ diff:
 """
 
 import copy
+import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -163,8 +211,16 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_CONFIG_LABEL
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.attribution import HOLDING_SELECTOR
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import drain as mig_drain
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import nodes as mig_nodes
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.mig import wait as mig_wait
+
+try:
+    from kubernetes.dynamic.exceptions import NotFoundError, TooManyRequestsError
+except ImportError:
+    # AnsibleK8SModule reports the missing library.
+    NotFoundError = TooManyRequestsError = Exception
 
 
 def argspec():
@@ -180,6 +236,9 @@ def argspec():
         configmap=dict(type="dict"),
         wait_timeout=dict(type="int", default=600),
         wait_interval=dict(type="float", default=5),
+        drain=dict(type="bool", default=True),
+        drain_batch_size=dict(type="int", default=1),
+        drain_timeout=dict(type="int", default=600),
     )
     return spec
 
@@ -220,30 +279,152 @@ class MigLayout(object):
         name, config = node["metadata"]["name"], self.module.params["config"]
         if ((node["metadata"].get("labels") or {}).get(MIG_CONFIG_LABEL)) == config:
             return
-        self.applier.service.patch_resource(self.client.resource("Node", "v1"),
-                                            {"metadata": {"labels": {MIG_CONFIG_LABEL: config}}}, name, None, "merge")
-        self.applier.changed.append("Node/" + name)
+        self.patch_node(name, {"metadata": {"labels": {MIG_CONFIG_LABEL: config}}})
 
-    def wait(self, before):
-        """Wait until the MIG manager has answered on every node; fail naming those it did not finish."""
+    def patch_node(self, name, patch):
+        """Merge-patch the Node ``name`` (a server-side dry run in check mode) and record it."""
+        self.applier.service.patch_resource(self.client.resource("Node", "v1"), patch, name, None, "merge")
+        if "Node/" + name not in self.applier.changed:
+            self.applier.changed.append("Node/" + name)
+
+    def wait(self, before, names=None):
+        """Wait until the MIG manager has answered on every node, or on the nodes ``names``. Returns ``(held, nodes,
+        progress, elapsed)``: whether none is left waiting, the nodes last read, ``mig_wait.progress`` of them and
+        the seconds it took."""
         params, smi = self.module.params, self.module.params["smi"] or {}
 
         def progress(nodes):
             return mig_wait.progress(nodes, params["document"], params["config"], params["strategy"], before,
                                      smi.get("reports"), smi.get("lgip"))
 
-        held, nodes, elapsed = self.waiter.wait(self.nodes, params["wait_timeout"], params["wait_interval"],
+        def read():
+            return [n for n in self.nodes() if names is None or n["metadata"]["name"] in names]
+
+        held, nodes, elapsed = self.waiter.wait(read, params["wait_timeout"], params["wait_interval"],
                                                 lambda found: progress(found)["done"])
-        result = progress(nodes)
+        return held, nodes, progress(nodes), elapsed
+
+    def fail_wait(self, held, result, note="", **extra):
+        """Fail naming the nodes the MIG manager did not finish or failed on, when there are; ``note`` ends the
+        message."""
+        params = self.module.params
         if not held:
             self.module.fail_json(
-                msg="the MIG manager did not finish %r within %d s on %d node(s) (mig_config_wait_timeout):\n%s"
-                    % (params["config"], params["wait_timeout"], len(result["waiting"]), "\n".join(result["waiting"])),
-                progress=result, changed=bool(self.applier.changed))
+                msg="the MIG manager did not finish %r within %d s on %d node(s) (mig_config_wait_timeout):\n%s%s"
+                    % (params["config"], params["wait_timeout"], len(result["waiting"]), "\n".join(result["waiting"]),
+                       note),
+                progress=result, changed=bool(self.applier.changed), **extra)
         if result["failed"]:
-            self.module.fail_json(msg="\n".join(result["failed"]), progress=result,
-                                  changed=bool(self.applier.changed))
-        return nodes, result, elapsed
+            self.module.fail_json(msg="\n".join(result["failed"]) + note, progress=result,
+                                  changed=bool(self.applier.changed), **extra)
+
+    # --- the drain (plugins/module_utils/mig/drain.py) -------------------------------------------------------
+
+    def pods(self):
+        """The pods bound to a node and not finished, cluster-wide (``attribution.HOLDING_SELECTOR``)."""
+        return listed(self.client, "Pod", field_selector=HOLDING_SELECTOR)
+
+    def cordon(self, node):
+        """Cordon ``node`` for the drain unless another party did; returns whether fairgpu holds the cordon (it did
+        now, or an earlier run did: the annotation)."""
+        if mig_drain.cordoned_by_fairgpu(node):
+            return True
+        if mig_drain.unschedulable(node):
+            return False
+        self.patch_node(node["metadata"]["name"], mig_drain.cordon_patch(self.module.params["config"]))
+        return True
+
+    def uncordon(self, names):
+        for name in names:
+            self.patch_node(name, mig_drain.uncordon_patch())
+
+    def evict(self, pod):
+        """Ask the Eviction API to evict ``pod``; returns None when it did (or the pod is gone), else the API server's
+        refusal (429: a PodDisruptionBudget forbids it now; retried by the caller)."""
+        evictions = self.client.resource("Pod", "v1").subresources["eviction"]
+        try:
+            self.client.create(evictions, mig_drain.eviction(pod), namespace=pod["metadata"]["namespace"])
+        except (NotFoundError, TooManyRequestsError) as exc:
+            if getattr(exc, "status", None) != 429:
+                return None
+            try:
+                return json.loads(exc.body).get("message") or str(exc)
+            except (TypeError, ValueError, AttributeError):
+                return str(exc)
+        return None
+
+    def record(self, pod, node):
+        """The Event that says fairgpu evicted ``pod`` from ``node``, in the pod's namespace."""
+        event = mig_drain.event(pod, node, self.module.params["config"], self.waiter.wall())
+        self.client.create(self.client.resource("Event", "v1"), event, namespace=pod["metadata"]["namespace"])
+
+    def drain(self, names):
+        """Evict the device-holding pods from the (cordoned) nodes ``names`` until none is left, retrying refused
+        evictions. Returns ``(held, pods left, {node: [evicted pod keys]}, refusals, seconds)``."""
+        evicted, refused, uids = dict((name, []) for name in names), {}, set()
+
+        def read():
+            pods = mig_drain.holders(self.pods(), names)
+            for pod in mig_drain.evictable(pods):
+                key, uid = mig_drain.pod_key(pod), pod["metadata"].get("uid") or mig_drain.pod_key(pod)
+                if uid in uids:
+                    continue
+                refusal = self.evict(pod)
+                if refusal:
+                    refused[key] = refusal
+                    continue
+                refused.pop(key, None)
+                uids.add(uid)
+                evicted[pod["spec"]["nodeName"]].append(key)
+                self.record(pod, pod["spec"]["nodeName"])
+            return pods
+
+        params = self.module.params
+        held, pods, elapsed = self.waiter.wait(read, params["drain_timeout"], params["wait_interval"],
+                                               lambda found: not found)
+        return held, pods or [], evicted, refused, elapsed
+
+    def repair(self, nodes):
+        """Uncordon the nodes an interrupted earlier run left cordoned after their MIG manager's success."""
+        names = mig_drain.repairs(nodes, self.module.params["config"])
+        self.uncordon(names)
+        return names
+
+    def batches(self, before):
+        """Drain, relabel, wait and uncordon the nodes to change, one batch at a time. Returns ``(progress,
+        drained, elapsed)``; fails the module (after uncordoning the batch) when a drain or the MIG manager fails."""
+        params = self.module.params
+        config = params["config"]
+        progress, drained, elapsed = {"ready": [], "failed": [], "waiting": [], "done": True}, [], 0.0
+        changing = set(mig_drain.to_change(before, config))
+        progress["ready"] = sorted(n["metadata"]["name"] for n in before if n["metadata"]["name"] not in changing)
+        for batch in mig_drain.batches(before, config, params["drain_batch_size"]):
+            current = dict((n["metadata"]["name"], n) for n in self.nodes())
+            ours = [name for name in batch if self.cordon(current[name])]
+            held, pods, evicted, refused, seconds = self.drain(batch)
+            drained += [{"node": name, "pods": evicted[name], "seconds": round(seconds, 1)} for name in batch]
+            if not held:
+                self.uncordon(ours)
+                self.module.fail_json(
+                    msg=mig_drain.timeout_message(pods, batch, config, params["drain_timeout"], refused)
+                    + "\nThe node(s) keep their layout and were uncordoned%s."
+                    % ("" if ours == batch else " (except those another party cordoned)"),
+                    changed=bool(self.applier.changed), drained=drained, progress=progress)
+            for name in batch:
+                self.label(current[name])
+            held, _nodes, result, seconds = self.wait(before, batch)
+            elapsed += seconds
+            result["ready"] = progress["ready"] = sorted(progress["ready"] + result["ready"])
+            if result["failed"]:
+                self.uncordon(ours)
+                self.fail_wait(held, result, "\nThe batch's node(s) %s were uncordoned; a node the MIG manager "
+                               "failed on keeps its previous layout." % ", ".join(ours) if ours else "",
+                               drained=drained)
+            self.fail_wait(held, result, "\nThe node(s) stay cordoned (annotation %s): a later run uncordons each "
+                           "once its MIG manager reports success." % mig_drain.MIG_DRAIN_ANNOTATION
+                           if ours else "", drained=drained)
+            self.uncordon(ours)
+        return progress, drained, elapsed
 
 
 def configmap(module):
@@ -256,9 +437,13 @@ def configmap(module):
 
 
 def converge(module, client, waiter=None):
-    """State present: check, write the ConfigMap, label, wait. Returns the module's result."""
+    """State present: check, write the ConfigMap, then either drain, label and wait batch by batch (O(drain)) or
+    label every node and wait. Returns the module's result."""
     run = MigLayout(module, client, waiter)
     params = module.params
+    if params["drain_batch_size"] < 1:
+        module.fail_json(msg="drain_batch_size must be at least 1, not %d (mig_config_drain_batch_size)"
+                         % params["drain_batch_size"])
     desired = configmap(module)
     before = run.nodes()
     errors, warnings = judged(params, before)
@@ -268,13 +453,26 @@ def converge(module, client, waiter=None):
         module.warn(warning)
     namespace = desired["metadata"]["namespace"]
     run.applier.apply(desired, [namespace] if run.namespace(namespace) else [])
-    for node in before:
-        run.label(node)
-    nodes, progress, elapsed = before, {}, 0.0
-    if not module.check_mode:
-        nodes, progress, elapsed = run.wait(before)
+    plan = mig_drain.plan(before, run.pods(), params["config"]) if params["drain"] else []
+    nodes, progress, drained, elapsed = before, {}, [], 0.0
+    if module.check_mode:
+        for node in before:
+            run.label(node)
+        for line in mig_drain.plan_lines(plan):
+            module.warn(line)
+            warnings.append(line)
+    elif params["drain"]:
+        run.repair(before)
+        progress, drained, elapsed = run.batches(before)
+        nodes = run.nodes()
+    else:
+        for node in before:
+            run.label(node)
+        held, nodes, progress, elapsed = run.wait(before)
+        run.fail_wait(held, progress)
     result = dict(changed=bool(run.applier.changed), nodes=nodes, nodes_before=before, progress=progress,
-                  warnings=warnings, changed_objects=run.applier.changed, elapsed=round(elapsed, 1))
+                  warnings=warnings, changed_objects=run.applier.changed, elapsed=round(elapsed, 1), drain=plan,
+                  drained=drained)
     if module._diff and run.applier.diffs:
         result["diff"] = run.applier.diffs
     return result
@@ -290,7 +488,7 @@ def checked(module, client_factory):
     if errors:
         module.fail_json(msg="\n".join(errors), nodes_before=nodes)
     return dict(changed=False, nodes=nodes, nodes_before=nodes, progress={}, warnings=warnings, changed_objects=[],
-                elapsed=0.0)
+                elapsed=0.0, drain=[], drained=[])
 
 
 def main():
@@ -298,7 +496,7 @@ def main():
     try:
         if module.params["state"] == "rendered":
             result = dict(changed=False, objects=[configmap(module)], nodes=[], nodes_before=[], progress={},
-                          warnings=[], changed_objects=[], elapsed=0.0)
+                          warnings=[], changed_objects=[], elapsed=0.0, drain=[], drained=[])
         elif module.params["state"] == "checked":
             result = checked(module, lambda: get_api_client(module))
         else:

@@ -79,6 +79,9 @@ BACKLOG_LABEL = "fairgpu.io/backlog"
 REPLAY_LABEL = "fairgpu.io/replay"
 # The isolation probe's Jobs and pods.
 PROBE_LABEL = "fairgpu.io/probe"
+# Node annotation: fairgpu cordoned the node to drain it for the MIG config named in the value (mig_layout's drain);
+# only a node carrying it is uncordoned by fairgpu, and a run that finds it left over repairs the node.
+MIG_DRAIN_ANNOTATION = "fairgpu.io/mig-drain-cordoned"
 
 # --- fairgpu's objects --------------------------------------------------------------------------------------
 # In every tenant namespace (kueue/objects.py namespace_objects).
