@@ -23,6 +23,9 @@ description:
     judged are its time-to-guarantee after the restart, Kueue's reserved GPUs against its admitted Workloads on every
     read, no tenant above what it may reach, every Job done once, and on Prometheus C(FairgpuKueueDown). The flood
     scenarios and this one also report Kueue's reconciler errors and evictions from its metrics.
+  - C(prometheus_restart), a fault scenario too, takes Prometheus down (O(faults)) while the over-guarantee alert
+    fires for the first tenant, and judges that it fires again within three evaluations of Prometheus's return
+    with the active-since time it had (its for- state restored, not started again).
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
@@ -38,7 +41,7 @@ options:
     description: The scenario.
     type: str
     required: true
-    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart]
+    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -81,10 +84,11 @@ options:
     default: "."
   faults:
     description:
-      - "How a fault scenario breaks each component, by component. C(kueue) (for C(kueue_restart)) is
-        C({process: {workdir, ready_url}}), the embedded cluster's local Kueue (module C(local_service)'s files in
+      - "How a fault scenario breaks each component, by component (C(kueue) for C(kueue_restart), C(prometheus) for
+        C(prometheus_restart)). Each is
+        C({process: {workdir, ready_url}}), the embedded cluster's local process (module C(local_service)'s files in
         C(workdir); killed with SIGKILL, started again from its record, ready when C(ready_url) answers), or
-        C({pods: {namespace, label_selector}}), Kueue's controller pods in the cluster (deleted with no grace period;
+        C({pods: {namespace, label_selector}}), the component's pods in the cluster (deleted with no grace period;
         back when a new one is Ready)."
     type: dict
     default: {}
@@ -143,7 +147,8 @@ def argspec():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
     spec.update(
         name=dict(type="str", required=True,
-                  choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart"]),
+                  choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart",
+                           "prometheus_restart"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),

@@ -160,7 +160,7 @@ def kueue_like(tmp_path):
 
 def test_the_local_kueue_is_killed_and_started_again_as_it_was_so_the_next_run_changes_nothing(kueue_like):
     workdir, service, pid = kueue_like
-    fault = faults.kueue_fault({"process": {"workdir": workdir, "ready_url": None}}, None, Waiter())
+    fault = faults.fault("kueue", {"process": {"workdir": workdir, "ready_url": None}}, None, Waiter())
     with open(os.path.join(workdir, "kueue.service.json")) as handle:
         record = handle.read()
     assert fault.stop() == {"how": "the local Kueue process killed with SIGKILL", "pid": pid}
@@ -179,11 +179,11 @@ def test_a_kueue_that_is_not_running_or_was_never_started_is_a_clear_error(kueue
     Waiter().wait(lambda: not lab.alive(pid), 5, 0.1)
     time.sleep(0.1)
     with pytest.raises(faults.FaultError, match="the local Kueue is not running"):
-        faults.kueue_fault({"process": {"workdir": workdir, "ready_url": None}}, None, Waiter()).stop()
+        faults.fault("kueue", {"process": {"workdir": workdir, "ready_url": None}}, None, Waiter()).stop()
     with pytest.raises(faults.FaultError, match="no record of how the local Kueue was started"):
-        faults.kueue_fault({"process": {"workdir": str(tmp_path / "none"), "ready_url": None}}, None, Waiter()).stop()
+        faults.fault("kueue", {"process": {"workdir": str(tmp_path / "none"), "ready_url": None}}, None, Waiter()).stop()
     with pytest.raises(faults.FaultError, match="validate_fault_kueue"):
-        faults.kueue_fault({}, None, Waiter())
+        faults.fault("kueue", {}, None, Waiter())
 
 
 class Pods(object):
@@ -214,8 +214,22 @@ class Pods(object):
 
 def test_kueue_in_the_cluster_is_taken_down_by_deleting_its_pods_and_is_back_when_a_new_one_is_ready():
     client = Pods()
-    fault = faults.kueue_fault({"pods": {"namespace": "kueue-system", "label_selector": "control-plane=controller-manager"}},
-                               client, Waiter())
-    assert fault.stop() == {"how": "Kueue's controller pods deleted (grace period 0)",
+    spec = {"pods": {"namespace": "kueue-system", "label_selector": "control-plane=controller-manager"}}
+    fault = faults.fault("kueue", spec, client, Waiter())
+    assert fault.stop() == {"how": "Kueue's pods deleted (grace period 0)",
                             "pods": ["kueue-controller-manager-0"]}
     assert fault.start()["pods"] == ["kueue-controller-manager-1"]
+
+
+def test_prometheus_restart_passes_when_the_alert_fires_again_at_once_with_its_old_active_time():
+    fault, back = {"how": "killed", "ts": 2000.0}, {"ts": 2021.0, "ready_seconds": 0.8}
+    before = {"ts": 1990.0, "for_state": 1925.0}
+    restored = checks.prometheus_restart_result(A, fault, back, before, {"ts": 2027.0, "for_state": 1925.0}, 60, 5)
+    assert [c["passed"] for c in restored["checks"]] == [True, True, True], restored["checks"]
+    assert restored["metrics"]["refiring_seconds"] == 6.0 and restored["metrics"]["down_seconds"] == 21.0
+    # What a Prometheus that lost its data does: pending again, firing after a new for:, a new active time.
+    lost = checks.prometheus_restart_result(A, fault, back, before, {"ts": 2088.0, "for_state": 2026.0}, 60, 5)
+    assert [c["passed"] for c in lost["checks"]] == [True, False, False]
+    assert lost["checks"][1]["observed"] == "67.0 s" and lost["checks"][1]["expected"] == "<= 15 s"
+    never = checks.prometheus_restart_result(A, fault, back, before, {"ts": None, "for_state": None}, 60, 5)
+    assert [c["passed"] for c in never["checks"]] == [True, False, False]

@@ -204,3 +204,42 @@ def kueue_noise(errors_vector, evictions_vector):
         notes.append("Kueue evicted workloads %d times (%s)" % (
             sum(evictions.values()), ", ".join("%s %d" % kv for kv in sorted(evictions.items()))))
     return {"kueue_reconcile_errors": errors, "kueue_evictions": evictions}, notes
+
+
+def prometheus_restart_result(flooder, fault, back, before, after, for_seconds, step_seconds):
+    """Judge the Prometheus-restart scenario: ``flooder`` holds more than its guarantee, so the over-guarantee alert
+    fires (``before``: ``{"ts", "for_state"}``, ALERTS_FOR_STATE's value, the Unix time the alert became active);
+    Prometheus is taken down (``fault``: ``{"how", "ts"}``) and comes back (``back``: ``{"ts", "ready_seconds"}``);
+    ``after``: the same read once it fires again (``ts`` None: never). ``for_seconds``: the rule's for: as
+    Prometheus read it; ``step_seconds``: its evaluation interval.
+
+    Prometheus restores an alert's for: state at its first evaluation after a start, from the ALERTS_FOR_STATE series
+    it wrote before (prometheus v3.16.0 rules/group.go ``RestoreForState``): an alert that was firing keeps its
+    active-since time and fires again at that evaluation, if the outage was shorter than
+    ``--rules.alert.for-outage-tolerance`` (1h by default). So it must fire again within three evaluations of the
+    return, not after a new for:, with the same active-since time; a Prometheus that lost its data (an emptyDir gone
+    with the pod) or a restore turned off shows a new for: and a new time, and fails both."""
+    name = flooder["name"]
+    down = round(back["ts"] - fault["ts"], 1)
+    again = None if after.get("ts") is None else round(after["ts"] - back["ts"], 1)
+    bound = 3 * step_seconds
+    checks = [
+        _check("Prometheus taken down while %s fires for %s, then back" % (OVER_GUARANTEE, name), fault["how"],
+               "down %.1f s, ready %.1f s after its start" % (down, back.get("ready_seconds") or 0), down > 0),
+        _check("%s for %s fires again within three evaluations of Prometheus's return, not after a new for: (%s s)"
+               % (OVER_GUARANTEE, name, "?" if for_seconds is None else "%.0f" % for_seconds),
+               "<= %.0f s" % bound, "never" if again is None else "%.1f s" % again,
+               again is not None and again <= bound),
+        _check("its for: clock restored: the time it became active (ALERTS_FOR_STATE) is the one before the outage",
+               before.get("for_state"), after.get("for_state"),
+               before.get("for_state") is not None and after.get("for_state") is not None
+               and abs(before["for_state"] - after["for_state"]) < 1),
+    ]
+    return {
+        "name": "prometheus_restart",
+        "title": "Prometheus restarts while %s fires for %s" % (OVER_GUARANTEE, name),
+        "checks": checks,
+        "metrics": {"fault": fault["how"], "down_seconds": down, "prometheus_ready_seconds": back.get("ready_seconds"),
+                    "refiring_seconds": again, "alert_for_seconds": for_seconds},
+        "timeline": [],
+    }

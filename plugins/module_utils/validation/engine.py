@@ -124,6 +124,18 @@ def kueue_restart_plan(run):
     return values
 
 
+def prometheus_restart_plan(run):
+    """The flooder holds every GPU it may reach with Jobs that outlast the over-guarantee alert's for:, the outage and
+    the wait for the alert to fire again; nobody arrives, so the alert holds throughout."""
+    values = _common(run)
+    flooder = values["a"]
+    alert_for = int(duration_seconds(run.alert_for))
+    down = int(run.settings["fault_down_seconds"])
+    values.update(scenario="prometheus_restart", flooder=flooder, reach=reachable(run.all_tenants, flooder["name"]),
+                  down_seconds=down, seconds=alert_for + down + 120)
+    return values
+
+
 def mig_plan(run):
     plan = _common(run)
     a, b, extra = plan["a"], plan["b"], run.settings["mig_extra_jobs"]
@@ -184,6 +196,15 @@ def _with_noise(result, kept):
     metrics, notes = kept.get("noise") or ({}, [])
     result["metrics"].update(metrics)
     result["notes"] = list(notes) + list(kept.get("differs") or [])
+    return result
+
+
+def judge_prometheus_restart(plan, kept, settings):
+    result = alert_checks.prometheus_restart_result(
+        plan["flooder"], kept["fault"], kept["back"], kept["before"], kept["after"],
+        alert_checks.rule_durations(kept.get("rules") or []).get(OVER_GUARANTEE),
+        duration_seconds(settings["prometheus_step"]))
+    result["notes"] = list(kept.get("differs") or [])
     return result
 
 
@@ -267,6 +288,22 @@ KUEUE_RESTART = Scenario(kueue_restart_plan, [
 ], [judge_kueue_restart])
 
 
+PROMETHEUS_RESTART = Scenario(prometheus_restart_plan, [
+    Step("prometheus_quiet", "start with no fairgpu alert active on Prometheus"),
+    Step("submit", "the flooder {flooder[name]} submits {reach} one-GPU Jobs of {seconds} s",
+         jobs=[("flooder", "reach", 0, False)]),
+    Step("wait", "until the flooder holds every GPU it can reach ({reach})", queue="flooder",
+         until={"reserved_at_least": "reach"}, pods=True, timeout=60, save="flooded"),
+    Step("prometheus_firing", "until Prometheus fires the over-guarantee alert for the flooder", save="before"),
+    Step("fault_stop", "Prometheus goes down", component="prometheus", save="fault"),
+    Step("hold", "Prometheus stays down for {down_seconds} s", seconds="down_seconds", tenant="flooder", save="down"),
+    Step("fault_start", "Prometheus comes back", component="prometheus", save="back"),
+    Step("prometheus_firing", "until the alert fires again, timed from Prometheus's return", save="after",
+         may_time_out=True),
+    Step("cleanup", "clean up"),
+], [judge_prometheus_restart])
+
+
 SCENARIOS = {
     "baseline": Scenario(baseline_plan, [
         Step("submit", "{jobs} one-GPU Jobs per tenant", jobs=[("a", "jobs", 0, False), ("b", "jobs", 0, False)]),
@@ -283,6 +320,8 @@ SCENARIOS = {
     "flood_reverse": _flood(True),
     # Kueue killed while one tenant floods and the other arrives (docs/failures.md).
     "kueue_restart": KUEUE_RESTART,
+    # Prometheus killed while the over-guarantee alert fires (docs/failures.md).
+    "prometheus_restart": PROMETHEUS_RESTART,
     # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
     # mig_extra_jobs more than its quota.
     "mig": Scenario(mig_plan, [
@@ -317,7 +356,7 @@ class Run(object):
     user, group and whether the GPUs are simulated (``load.job_manifest``); ``load_script``: files/gpu_load.py's
     text; ``prometheus``: a ``Prometheus`` or None; ``exec_in_pod(namespace, pod, argv)``: its stdout (real GPUs);
     ``draw(path, title, start, panels, spans)``: writes a PNG, returns whether it did; ``results_dir``: where;
-    ``faults``: how to break each component a fault scenario breaks (``{"kueue": faults.kueue_fault's spec}``)."""
+    ``faults``: how to break each component a fault scenario breaks (``{component: faults.fault's spec}``)."""
 
     def __init__(self, client, waiter, tenants, all_tenants, capacity, suffix, settings, pod, load_script,
                  prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m", faults=None):
@@ -455,7 +494,7 @@ class Run(object):
     def do_fault_stop(self, plan, kept, title, component, save):
         """Take ``component`` down (``faults.py``); keeps ``{"how", "ts", ...}``, ts the Unix time just before."""
         try:
-            injector = faults.kueue_fault(self.faults.get(component), self.client, self.waiter)
+            injector = faults.fault(component, self.faults.get(component), self.client, self.waiter)
             started = self.waiter.wall()
             kept[save] = dict(injector.stop(), ts=started)
         except faults.FaultError as exc:
@@ -582,6 +621,24 @@ class Run(object):
         durations = alert_checks.rule_durations(self.ask("rules") or [])
         kept["kueue_down_for"] = "%ds" % durations.get(alert_checks.KUEUE_DOWN, 300)
         self.do_prometheus_noise(plan, kept, title)
+
+    def do_prometheus_firing(self, plan, kept, title, save, may_time_out=False):
+        """Until Prometheus fires the over-guarantee alert for the flooder; keeps ``{"ts": Unix time it was first
+        seen firing or None, "for_state": ALERTS_FOR_STATE's value then (the Unix time the alert became active)}``
+        and the rules Prometheus evaluates. Prometheus is asked every second; while it does not answer the wait goes
+        on."""
+        if self.prometheus is None:
+            raise StepFailed("%s: this scenario needs Prometheus (validate_prometheus_url)" % title)
+        labels = 'alertname="%s", tenant="%s"' % (OVER_GUARANTEE, plan["flooder"]["name"])
+        held, _found, _elapsed = self.waiter.wait(
+            lambda: self.ask("query", 'ALERTS{%s, alertstate="firing"}' % labels), self.settings["alert_timeout"], 1,
+            bool)
+        if not held and not may_time_out:
+            raise StepFailed("%s: it did not fire within %s s" % (title, self.settings["alert_timeout"]))
+        state = self.ask("query", "ALERTS_FOR_STATE{%s}" % labels) or []
+        kept[save] = {"ts": self.waiter.wall() if held else None,
+                      "for_state": float(state[0]["value"][1]) if state else None}
+        kept["rules"] = self.ask("rules") or kept.get("rules") or []
 
     def do_prometheus_noise(self, plan, kept, title):
         """Kueue's reconciler errors and evictions over the scenario so far, from its own metrics

@@ -2,20 +2,17 @@
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
 """Breaking one component on purpose and bringing it back: the fault scenarios' hands (``engine.py`` steps
-``fault_stop`` and ``fault_start``).
+``fault_stop`` and ``fault_start``). The components are Kueue and Prometheus; two ways to take one down, as the
+cluster runs it (``fault``):
 
-Two ways to take Kueue down, as the cluster runs it (``kueue_fault``):
+- ``LocalProcess``: the embedded cluster's process of ``local_service`` (``lab/service.py``). It is killed with
+  SIGKILL (no graceful shutdown: the crash of a node or an OOM kill) and started again from the record it was
+  started with, so that the next ``site.yml`` finds it as it left it and changes nothing.
+- ``ComponentPods``: the component in the cluster (Kueue's Deployment, Prometheus's StatefulSet). Its pods are
+  deleted with no grace period; their controller makes new ones and the fault ends when one of them is Ready.
+  Nothing is held down: a real cluster's outage lasts as long as the new pod takes to start.
 
-- ``KueueProcess``: the embedded cluster's Kueue, a local process of ``local_service`` (``lab/service.py``). It is
-  killed with SIGKILL (no graceful shutdown: the crash of a node or an OOM kill) and started again from the record
-  it was started with, so that the next ``site.yml`` finds it as it left it and changes nothing.
-- ``KueuePods``: Kueue in the cluster (the chart's Deployment). Its controller pods are deleted with no grace
-  period; the Deployment's ReplicaSet makes new ones and the fault ends when one of them is Ready. Nothing is held
-  down: a real cluster's outage lasts as long as the new pod takes to start and win its lease.
-
-What differs (docs/failures.md): the process is down for exactly the time the scenario holds it; on a real cluster
-the outage is the Deployment's restart, the pod's readiness and, with several replicas, the leader election's
-lease duration (Kueue's ``leaderElection.leaseDuration``, 15 s by default), none of which the embedded cluster has.
+What differs on the embedded cluster is each component's ``DIFFERS`` (docs/failures.md), said in the report.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,25 +34,36 @@ class FaultError(Exception):
     """The fault could not be made or undone: the message names the component and what was seen."""
 
 
-class KueueProcess(object):
-    """The local Kueue of ``local_service`` in ``workdir`` (its files ``kueue.pid`` and ``kueue.service.json``);
-    ``ready_url``: its readiness endpoint (``/readyz`` of the health port); ``waiter``: the clock."""
+# What a process fault on the embedded cluster does not show of the same fault on a cluster (the report's notes).
+DIFFERS = {
+    "kueue": ("On the embedded cluster Kueue is a local process, killed with SIGKILL and started again by the scenario "
+              "after the outage; on a cluster, Kueue's Deployment restarts its pod at once, and with several replicas "
+              "a standby takes over after the leader election's lease (15 s by default)."),
+    "prometheus": ("On the embedded cluster Prometheus is a local process, killed with SIGKILL and started again with "
+                   "its data directory (TSDB and write-ahead log) as it was; on a cluster its StatefulSet restarts the "
+                   "pod, and the alerts' for: state survives only where its storage does (kube-prometheus-stack's "
+                   "default storage is an emptyDir, gone with the pod)."),
+}
+NAMES = {"kueue": "Kueue", "prometheus": "Prometheus"}
 
-    how = "the local Kueue process killed with SIGKILL"
-    differs = ("On the embedded cluster Kueue is a local process, killed with SIGKILL and started again by the "
-               "scenario after the outage; on a cluster, Kueue's Deployment restarts its pod at once, and with "
-               "several replicas a standby takes over after the leader election's lease (15 s by default).")
 
-    def __init__(self, workdir, ready_url, waiter, ready_timeout=120, name="kueue"):
-        self.workdir, self.ready_url, self.waiter = workdir, ready_url, waiter
-        self.ready_timeout, self.name = ready_timeout, name
-        self.pidfile, self.log, self.record_file = lab_service.service_paths(workdir, name)
+class LocalProcess(object):
+    """The local process of ``component`` (kueue, prometheus), run by ``local_service`` as ``name`` in ``workdir``
+    (its files ``<name>.pid`` and ``<name>.service.json``); ``ready_url``: its readiness endpoint; ``waiter``: the
+    clock."""
+
+    def __init__(self, component, workdir, ready_url, waiter, ready_timeout=120, name=None):
+        self.component, self.workdir, self.ready_url, self.waiter = component, workdir, ready_url, waiter
+        self.ready_timeout, self.name = ready_timeout, name or component
+        self.how = "the local %s process killed with SIGKILL" % NAMES[component]
+        self.differs = DIFFERS[component]
+        self.pidfile, self.log, self.record_file = lab_service.service_paths(workdir, self.name)
 
     def _record(self):
         record = lab_service.read_record(self.record_file)
         if not record or not record.get("argv"):
-            raise FaultError("kueue: no record of how the local Kueue was started in %s; run site.yml first"
-                             % self.record_file)
+            raise FaultError("%s: no record of how the local %s was started in %s; run site.yml first"
+                             % (self.component, NAMES[self.component], self.record_file))
         return record
 
     def stop(self):
@@ -63,12 +71,12 @@ class KueueProcess(object):
         record = self._record()
         pid, _stale = lab_service.running_pid(self.pidfile, [record["argv"][0]])
         if pid is None:
-            raise FaultError("kueue: the local Kueue is not running (%s names no live process); run site.yml first"
-                             % self.pidfile)
+            raise FaultError("%s: the local %s is not running (%s names no live process); run site.yml first"
+                             % (self.component, NAMES[self.component], self.pidfile))
         os.kill(pid, signal.SIGKILL)
         gone, _value, _elapsed = self.waiter.wait(lambda: not lab_service.alive(pid), 10, 0.2)
         if not gone:
-            raise FaultError("kueue: pid %d still runs 10 s after SIGKILL" % pid)
+            raise FaultError("%s: pid %d still runs 10 s after SIGKILL" % (self.component, pid))
         return {"how": self.how, "pid": pid}
 
     def start(self):
@@ -83,21 +91,20 @@ class KueueProcess(object):
         try:
             result = service.run("started")
         except lab_service.ServiceError as exc:
-            raise FaultError("kueue: could not start it again: %s" % exc)
+            raise FaultError("%s: could not start it again: %s" % (self.component, exc))
         return {"pid": result["pid"], "ready_seconds": result["ready_seconds"]}
 
 
-class KueuePods(object):
-    """Kueue's controller pods in the cluster: ``namespace`` and ``label_selector`` (the chart's
-    ``control-plane=controller-manager``); ``client``: kubernetes.core's K8SClient."""
+class ComponentPods(object):
+    """The pods of ``component`` in the cluster: ``namespace`` and ``label_selector``; ``client``: kubernetes.core's
+    K8SClient."""
 
-    how = "Kueue's controller pods deleted (grace period 0)"
-    differs = ("Kueue's controller pods were deleted; the outage lasted until the Deployment's new pod was Ready, "
-               "however long the scenario meant to hold it.")
-
-    def __init__(self, client, namespace, label_selector, waiter, ready_timeout=300):
-        self.client, self.namespace, self.selector = client, namespace, label_selector
+    def __init__(self, component, client, namespace, label_selector, waiter, ready_timeout=300):
+        self.component, self.client, self.namespace, self.selector = component, client, namespace, label_selector
         self.waiter, self.ready_timeout = waiter, ready_timeout
+        self.how = "%s's pods deleted (grace period 0)" % NAMES[component]
+        self.differs = ("%s's pods were deleted; the outage lasted until a new pod was Ready, however long the "
+                        "scenario meant to hold it." % NAMES[component])
         self.deleted = []
 
     def _pods(self):
@@ -108,7 +115,8 @@ class KueuePods(object):
     def stop(self):
         pods = self._pods()
         if not pods:
-            raise FaultError("kueue: no pod in %s matches %s (validate_fault_kueue_pods)" % (self.namespace, self.selector))
+            raise FaultError("%s: no pod in %s matches %s (validate_fault_%s)"
+                             % (self.component, self.namespace, self.selector, self.component))
         resource = self.client.resource("Pod", "v1")
         for pod in pods:
             try:
@@ -120,26 +128,31 @@ class KueuePods(object):
         return {"how": self.how, "pods": sorted(p["metadata"]["name"] for p in pods)}
 
     def start(self):
-        """Nothing to start (the ReplicaSet does): wait until a new pod is Ready."""
+        """Nothing to start (the pods' controller does): wait until a new pod is Ready."""
         def ready():
             return [p["metadata"]["name"] for p in self._pods() if p["metadata"]["uid"] not in self.deleted
                     and any(c.get("type") == "Ready" and c.get("status") == "True"
                             for c in (p.get("status") or {}).get("conditions") or [])]
         held, names, elapsed = self.waiter.wait(ready, self.ready_timeout, 2)
         if not held:
-            raise FaultError("kueue: no new controller pod in %s Ready within %d s" % (self.namespace, self.ready_timeout))
+            raise FaultError("%s: no new pod in %s Ready within %d s"
+                             % (self.component, self.namespace, self.ready_timeout))
         return {"pods": names, "ready_seconds": round(elapsed, 1)}
 
 
-def kueue_fault(spec, client, waiter):
-    """The fault of ``spec``: ``{"process": {"workdir", "ready_url"}}`` (the embedded cluster's Kueue) or
-    ``{"pods": {"namespace", "label_selector"}}`` (Kueue in the cluster). Raises FaultError for anything else."""
+def fault(component, spec, client, waiter):
+    """The fault of ``component`` (kueue, prometheus) as ``spec`` says: ``{"process": {"workdir", "ready_url"}}``
+    (the embedded cluster's process) or ``{"pods": {"namespace", "label_selector"}}`` (the component in the
+    cluster). Raises FaultError for anything else."""
     spec = spec or {}
+    if component not in NAMES:
+        raise FaultError("%s: no fault for this component; one of %s" % (component, ", ".join(sorted(NAMES))))
     if spec.get("process"):
         process = spec["process"]
-        return KueueProcess(process["workdir"], process["ready_url"], waiter)
+        return LocalProcess(component, process["workdir"], process["ready_url"], waiter)
     if spec.get("pods"):
         pods = spec["pods"]
-        return KueuePods(client, pods["namespace"], pods["label_selector"], waiter)
-    raise FaultError("kueue: say how Kueue runs on this cluster: faults.kueue.process {workdir, ready_url} or "
-                     "faults.kueue.pods {namespace, label_selector} (the validate role's validate_fault_kueue)")
+        return ComponentPods(component, client, pods["namespace"], pods["label_selector"], waiter)
+    raise FaultError("%s: say how %s runs on this cluster: faults.%s.process {workdir, ready_url} or faults.%s.pods "
+                     "{namespace, label_selector} (the validate role's validate_fault_%s)"
+                     % (component, NAMES[component], component, component, component))
