@@ -153,7 +153,11 @@ def long_job(name, namespace, node, selector):
             "spec": {"backoffLimit": 0, "podFailurePolicy": {"rules": [
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
                 "template": {"metadata": {"labels": {key: value}, "annotations": {
-                    "pod-complete.stage.kwok.x-k8s.io/delay": "600s"}},
+                    # kwok v0.8.0 waits delay plus a random part of (jitter-delay - delay), and only jitter-delay
+                    # when that is not more than delay (pkg/utils/lifecycle/lifecycle.go, Stage.Delay); the
+                    # pod-complete stage's jitter-delay is 5 s when not given, which ends the pod after 5 s.
+                    "pod-complete.stage.kwok.x-k8s.io/delay": "600s",
+                    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "600s"}},
                     "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
                              "containers": [{"name": "train", "image": "busybox", "resources": {
                                  "requests": {"nvidia.com/mig-2g.20gb": "1"},
