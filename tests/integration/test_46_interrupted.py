@@ -1,0 +1,143 @@
+"""An interrupted site.yml is repaired by the next run (issue 27, fault 4; docs/failures.md "An interrupted
+site.yml"), on an embedded cluster of its own. After a full run, the playbook is killed outright (SIGKILL to its
+process group: the controller and its workers, as when the machine running it goes away) at three moments, each
+with a change in flight: while the local Kueue restarts for a changed feature gate, while the tenants' objects are
+applied with a changed queueing strategy, and while the MIG layout drains and relabels the nodes on the way to path
+mig. Each time the next run with the same settings succeeds (what it changed, the repair, is kept in
+results/it-interrupt/repairs.json) and the run after it changes nothing: the cluster is where an uninterrupted run
+leaves it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from conftest import KWOK_WORKDIR, ROOT, VARS, load_job, playbook
+
+pytestmark = pytest.mark.own_cluster
+
+NAME = "fairgpu-it-interrupt"
+SETTINGS = {
+    "cluster_name": NAME, "lab_cluster_apiserver_port": 23200,
+    "run_local_ports": {"kueue_webhook": 23443, "kueue_metrics": 23444, "kueue_health": 23081, "prometheus": 23090,
+                        "dcgm_exporter": 23400},
+    "validate_results_dir": os.path.join(ROOT, "results", "it-interrupt"),
+}
+KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
+KUEUE_TASK = "TASK [fairgpu.tenancy.lab_kueue : Run the Kueue controller"
+TENANTS_TASK = "TASK [fairgpu.tenancy.tenants : Apply the tenants"
+MIG_TASK = "TASK [fairgpu.tenancy.mig_config : Apply the MIG layout"
+MIG_CONFIG, DRAINED = "nvidia.com/mig.config", "fairgpu.io/mig-drain-cordoned"
+
+
+def site(**extra):
+    return playbook("site.yml", "-e", json.dumps(dict(SETTINGS, **extra)), timeout=900)
+
+
+def killed_at(marker, delay, **extra):
+    """site.yml with ``extra``, killed ``delay`` seconds after its output shows ``marker``; its output lines."""
+    # Unbuffered: through a pipe Python buffers its output, and the task's banner would come after the task.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="default",
+               ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), os.path.join(ROOT, "playbooks", "site.yml"),
+           "-e", "@" + VARS, "-e", json.dumps(dict(SETTINGS, **extra))]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if marker in line:
+                time.sleep(delay)
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert any(marker in line for line in lines), "site.yml never reached %r:\n%s" % (marker, "\n".join(lines[-40:]))
+    return lines
+
+
+def record(name, run):
+    """What the repairing run changed, kept for a person to read (results/it-interrupt/repairs.json)."""
+    path = os.path.join(SETTINGS["validate_results_dir"], "repairs.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    found = {}
+    if os.path.exists(path):
+        with open(path) as handle:
+            found = json.load(handle)
+    found[name] = run.changed_tasks()
+    with open(path, "w") as handle:
+        json.dump(found, handle, indent=2)
+
+
+@pytest.fixture(scope="module")
+def api():
+    try:
+        run = site()
+        assert run.rc == 0, run.messages()
+        yield k8s_config.new_client_from_config(config_file=KUBECONFIG)
+    finally:
+        playbook("teardown.yml", "-e", json.dumps(SETTINGS))
+
+
+def kueue_args():
+    with open(os.path.expanduser("~/.local/share/fairgpu/kueue/%s/kueue.service.json" % NAME)) as handle:
+        return json.load(handle)["argv"]
+
+
+def test_a_run_killed_while_kueue_restarts_is_repaired_and_meanwhile_no_job_runs_outside_kueue(api):
+    gates = {"kueue_feature_gates": {"LocalQueueMetrics": True}}
+    killed_at(KUEUE_TASK, 0.5, **gates)
+    batch = k8s.BatchV1Api(api)
+    # Between the runs: Kueue's webhooks stay in place, so a tenant's Job is refused while Kueue is not serving,
+    # or created suspended for Kueue to admit: never running outside it.
+    try:
+        job = batch.create_namespaced_job("team-a", load_job("it-between", "team-a", queue="team-a-queue"))
+        assert job.spec.suspend is True, job.spec
+        batch.delete_namespaced_job("it-between", "team-a", propagation_policy="Background")
+    except ApiException as refused:
+        assert refused.status == 500 and "failed calling webhook" in refused.body, refused.body
+    repair = site(**gates)
+    assert repair.rc == 0, repair.messages()
+    record("kueue", repair)
+    # The kill came while the change was in flight: the next run had it to finish.
+    assert any("Run the Kueue controller" in task for task in repair.changed_tasks()), repair.changed_tasks()
+    assert "--feature-gates=LocalQueueMetrics=true" in " ".join(kueue_args())
+    again = site(**gates)
+    assert again.rc == 0 and again.changed_tasks() == [], again.changed_tasks()
+
+
+def test_a_run_killed_while_the_tenants_are_applied_is_repaired(api):
+    killed_at(TENANTS_TASK, 0.5, tenants_queueing_strategy="StrictFIFO")
+    repair = site(tenants_queueing_strategy="StrictFIFO")
+    assert repair.rc == 0, repair.messages()
+    record("tenants", repair)
+    assert any("Apply the tenants" in task for task in repair.changed_tasks()), repair.changed_tasks()
+    queues = k8s.CustomObjectsApi(api).list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+    assert {q["metadata"]["name"]: q["spec"]["queueingStrategy"] for q in queues} == {
+        "team-a": "StrictFIFO", "team-b": "StrictFIFO"}
+    again = site(tenants_queueing_strategy="StrictFIFO")
+    assert again.rc == 0 and again.changed_tasks() == [], again.changed_tasks()
+
+
+def test_a_run_killed_while_the_mig_layout_drains_is_repaired(api):
+    lines = killed_at(MIG_TASK, 2.0, path="mig")
+    assert not any("PLAY RECAP" in line for line in lines)
+    repair = site(path="mig")
+    assert repair.rc == 0, repair.messages()
+    record("mig", repair)
+    assert any("Apply the MIG layout" in task for task in repair.changed_tasks()), repair.changed_tasks()
+    for node in k8s.CoreV1Api(api).list_node(label_selector="nvidia.com/gpu.present=true").items:
+        assert node.metadata.labels[MIG_CONFIG] == "fairgpu-2x2g.20gb", node.metadata.labels
+        assert not node.spec.unschedulable and DRAINED not in (node.metadata.annotations or {}), node.metadata.name
+    again = site(path="mig")
+    assert again.rc == 0 and again.changed_tasks() == [], again.changed_tasks()
