@@ -2,7 +2,9 @@
 holds every GPU it may reach, the local Kueue is killed with SIGKILL and kept down 30 s, team-b's Job created
 meanwhile is refused by Kueue's webhook, Kueue is started again from its record, team-b gets its guarantee back by
 preemption, every Job runs to the end once, Kueue's reserved GPUs match its admitted Workloads on every read, and
-Prometheus fired FairgpuKueueDown (its for: is 10s in inventories/local). Then site.yml finds Kueue as it left it."""
+Prometheus fired FairgpuKueueDown (its for: is 10s in inventories/local). The prometheus_restart scenario: while
+FairgpuTenantOverGuarantee fires for team-a, the local Prometheus is killed and started again 30 s later; the alert
+fires again within three evaluations, with its for: state restored. Then site.yml finds both as it left them."""
 
 import json
 import os
@@ -12,8 +14,8 @@ from conftest import ROOT, playbook
 REPORT = os.path.join(ROOT, "results", "integration", "report.json")
 
 
-def test_kueue_killed_during_a_flood_loses_nothing_and_the_next_site_run_changes_nothing(cluster):
-    run = playbook("validate.yml", "-e", json.dumps({"validate_scenarios": ["kueue_restart"]}))
+def test_kueue_and_prometheus_killed_lose_nothing_and_the_next_site_run_changes_nothing(cluster):
+    run = playbook("validate.yml", "-e", json.dumps({"validate_scenarios": ["kueue_restart", "prometheus_restart"]}))
     assert run.rc == 0, run.messages()
     with open(REPORT) as handle:
         report = json.load(handle)
@@ -27,7 +29,10 @@ def test_kueue_killed_during_a_flood_loses_nothing_and_the_next_site_run_changes
     metrics = scenario["metrics"]
     assert metrics["jobs_lost"] == 0 and metrics["jobs_run_twice"] == 0 and metrics["down_seconds"] >= 30, metrics
     assert any("local process" in note for note in scenario["notes"]), scenario["notes"]
-    # Kueue was started again exactly as site.yml started it: the next run has nothing to do.
+    restart = next(s for s in report["scenarios"] if s["name"] == "prometheus_restart")
+    assert all(c["passed"] for c in restart["checks"]), restart["checks"]
+    assert restart["metrics"]["refiring_seconds"] <= 15 < restart["metrics"]["alert_for_seconds"], restart["metrics"]
+    # Kueue and Prometheus were started again exactly as site.yml started them: the next run has nothing to do.
     again = playbook("site.yml")
     assert again.rc == 0, again.messages()
     assert again.changed_tasks() == [], again.changed_tasks()
