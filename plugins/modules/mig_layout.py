@@ -201,14 +201,13 @@ diff:
 """
 
 import copy
-import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, listed
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import Applier, api_message, listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import MIG_CONFIG_LABEL
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.attribution import HOLDING_SELECTOR
@@ -347,10 +346,7 @@ class MigLayout(object):
         except (NotFoundError, TooManyRequestsError) as exc:
             if getattr(exc, "status", None) != 429:
                 return None
-            try:
-                return json.loads(exc.body).get("message") or str(exc)
-            except (TypeError, ValueError, AttributeError):
-                return str(exc)
+            return api_message(exc) or str(exc)
         return None
 
     def record(self, pod, node):

@@ -132,13 +132,13 @@ resources:
 """
 
 import copy
-import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import readiness
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import objects as monitoring_objects
@@ -184,10 +184,7 @@ def argspec():
 def _line(exc):
     """One line of what ``exc`` says: the API server's own message (the Status object's ``message``) when the client
     raised its answer, else the first line of the error."""
-    try:
-        message = json.loads(exc.body).get("message")
-    except Exception:  # not an answer of the API server, or one without a Status
-        message = None
+    message = api_message(exc)
     if message:
         return "%s %s: %s" % (exc.status, exc.reason, message)
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService, diff_objects
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
@@ -27,6 +28,15 @@ except ImportError:
 
 # How kubernetes.core's service applies (it reads this from the module's parameters: service.py ``apply``).
 SERVER_SIDE_APPLY = {"field_manager": "fairgpu", "force_conflicts": True}
+
+
+def api_message(exc):
+    """The ``message`` of the Status object the API server answered a refused request with (the error's ``body``), or
+    None when ``exc`` carries no such answer (a connection refused, an error of the client itself)."""
+    try:
+        return json.loads(exc.body).get("message")
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def listed(client, kind, api_version="v1", **selectors):

@@ -24,8 +24,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import json
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
     JOB_NAME_LABEL,
@@ -204,8 +204,7 @@ def judge_prometheus_restart(plan, kept, settings):
         plan["flooder"], kept["fault"], kept["back"], kept["before"], kept["after"],
         alert_checks.rule_durations(kept.get("rules") or []).get(OVER_GUARANTEE),
         duration_seconds(settings["prometheus_step"]))
-    result["notes"] = list(kept.get("differs") or [])
-    return result
+    return _with_noise(result, kept)
 
 
 def judge_mig(plan, kept, settings):
@@ -518,7 +517,7 @@ class Run(object):
             created = self.client.create(self.resource("Job", "batch/v1"), job_manifest(job, self.pod),
                                          namespace=job["namespace"])
         except DynamicApiError as exc:
-            kept[save] = {"refused": "%s %s: %s" % (exc.status, exc.reason, _message(exc)), "job": None}
+            kept[save] = {"refused": "%s %s: %s" % (exc.status, exc.reason, api_message(exc) or exc.body), "job": None}
             return
         kept[save] = {"refused": None, "job": created.to_dict() if hasattr(created, "to_dict") else created}
 
@@ -656,15 +655,6 @@ class Run(object):
             return getattr(self.prometheus, what)(*args)
         except PrometheusError:
             return None
-
-
-def _message(exc):
-    """The ``message`` of a refusal's Status body, else its body as text."""
-    body = getattr(exc, "body", None) or ""
-    try:
-        return json.loads(body).get("message") or body
-    except (TypeError, ValueError, AttributeError):
-        return str(body)
 
 
 def _queues_seen(info):

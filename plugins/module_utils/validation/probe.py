@@ -9,9 +9,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import uuid
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     GPU_PRESENT_LABEL,
     JOB_NAME_LABEL,
@@ -345,11 +345,9 @@ class Probe(object):
 
 
 def _message(exc):
-    """The message of the Status body of an API error."""
-    try:
-        return json.loads(exc.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return exc.summary()
+    """The message of the Status body of an API error, else the error's summary."""
+    message = api_message(exc)
+    return exc.summary() if message is None else message
 
 
 def isolation_scenario(params, clients, waiter):
