@@ -22,6 +22,7 @@ __metaclass__ = type
 import os
 import signal
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import service as lab_service
 
 try:
@@ -108,9 +109,7 @@ class ComponentPods(object):
         self.deleted = []
 
     def _pods(self):
-        resource = self.client.resource("Pod", "v1")
-        return self.client.get(resource, namespace=self.namespace,
-                               label_selector=self.selector).to_dict().get("items", [])
+        return listed(self.client, "Pod", namespace=self.namespace, label_selector=self.selector)
 
     def stop(self):
         pods = self._pods()

@@ -83,24 +83,37 @@ def baseline_result(tenants, jobs_per_tenant, admitted, finished, jobs):
     }
 
 
+def _lasting(timeline, grace_seconds, off):
+    """Each ``(queue, entry, point, lasted)`` of ``timeline`` where ``off(entry)`` has held for more than
+    ``grace_seconds`` in a row on that queue, ``lasted`` counted from the first sample of the run; a sample where it
+    does not hold ends the run, one where ``off`` returns None is left out."""
+    since = {}
+    for point in timeline:
+        for queue, entry in sorted(point["queues"].items()):
+            state = off(entry)
+            if state is None:
+                continue
+            if not state:
+                since.pop(queue, None)
+                continue
+            lasted = point["ts"] - since.setdefault(queue, point["ts"])
+            if lasted > grace_seconds:
+                yield queue, entry, point, lasted
+
+
 def accounting_check(timeline, grace_seconds, where):
     """No tenant's Running pods hold more devices than Kueue has reserved for it, for longer than
     ``grace_seconds`` in a row (between Kueue releasing a preempted workload and the Job controller deleting its
     pods a sample can see the pods still Running). ``timeline``: ``kueue_admission_info`` samples read with pods
     (``running``, ``reserved`` per queue). Fails naming the tenant, the devices and when; a tenant whose pods run
     outside Kueue's accounting is the one named, not its victim."""
-    over, since = {}, {}
-    for point in timeline:
-        for queue, entry in sorted(point["queues"].items()):
-            excess = entry.get("running", 0) - entry["reserved"]
-            if excess > 0:
-                since.setdefault(queue, point["ts"])
-                lasted = point["ts"] - since[queue]
-                if lasted > grace_seconds and excess > over.get(queue, (0, 0))[0]:
-                    over[queue] = (excess, "%s: pods hold %d, Kueue reserved %d (for %.1f s, t=%.1f s)"
-                                   % (queue, entry["running"], entry["reserved"], lasted, point["t"]))
-            else:
-                since.pop(queue, None)
+    over = {}
+    for queue, entry, point, lasted in _lasting(timeline, grace_seconds,
+                                                lambda e: e.get("running", 0) > e["reserved"]):
+        excess = entry["running"] - entry["reserved"]
+        if excess > over.get(queue, (0, 0))[0]:
+            over[queue] = (excess, "%s: pods hold %d, Kueue reserved %d (for %.1f s, t=%.1f s)"
+                           % (queue, entry["running"], entry["reserved"], lasted, point["t"]))
     observed = "; ".join(text for _excess, text in over.values()) or "never (%d samples)" % len(timeline)
     return _check("no tenant's Running pods hold more GPUs than Kueue reserved for it (%s)" % where,
                   "never longer than %s s" % grace_seconds, observed, not over and bool(timeline))
@@ -307,20 +320,13 @@ def reservation_check(timeline, grace_seconds, where):
     Samples without ``workloads_reserved`` are not judged. Field reports behind it: a restarted Kueue re-admitting
     finished Workloads whose quota it then never released (kubernetes-sigs/kueue#1654, #1450), and a ClusterQueue
     under-counting its Workloads' usage and admitting over quota (kubernetes-sigs/kueue#14609)."""
-    since, apart, judged = {}, {}, 0
-    for point in timeline:
-        for queue, entry in sorted(point["queues"].items()):
-            if "workloads_reserved" not in entry:
-                continue
-            judged += 1
-            if entry["reserved"] != entry["workloads_reserved"]:
-                since.setdefault(queue, point["ts"])
-                lasted = point["ts"] - since[queue]
-                if lasted > grace_seconds:
-                    apart[queue] = "%s: Kueue counts %d reserved, its Workloads %d (for %.1f s, t=%.1f s)" % (
-                        queue, entry["reserved"], entry["workloads_reserved"], lasted, point["t"])
-            else:
-                since.pop(queue, None)
+    judged = sum(1 for point in timeline for entry in point["queues"].values() if "workloads_reserved" in entry)
+    apart = {}
+    for queue, entry, point, lasted in _lasting(
+            timeline, grace_seconds,
+            lambda e: e["reserved"] != e["workloads_reserved"] if "workloads_reserved" in e else None):
+        apart[queue] = "%s: Kueue counts %d reserved, its Workloads %d (for %.1f s, t=%.1f s)" % (
+            queue, entry["reserved"], entry["workloads_reserved"], lasted, point["t"])
     observed = "; ".join(text for _queue, text in sorted(apart.items())) or "equal (%d reads)" % judged
     return _check("Kueue's reserved GPUs equal its admitted Workloads' (%s)" % where,
                   "never apart longer than %s s" % grace_seconds, observed, not apart and judged > 0)
