@@ -13,7 +13,7 @@ the MIG device it ran on.
 
 Which pods must leave a node (``holders``): those bound to it (``spec.nodeName``) that hold accelerator devices -
 whole GPUs, shared GPUs, MIG devices, each by Kubernetes' pod request rule (``attribution.accelerators``, the same
-rule the GPU pod attribution and Kueue use) - except, as ``kubectl drain`` does (k8s.io/kubectl
+rule the GPU pod attribution and Kueue use) - except, as ``kubectl drain`` does (k8s.io/kubectl v0.36.3
 ``pkg/drain/filters.go``: ``daemonSetFilter``, ``mirrorPodFilter``, and ``unreplicatedFilter``'s pass for finished
 pods):
 
@@ -162,7 +162,8 @@ def _timestamp(wall):
 def event(pod, node, config, wall):
     """The core/v1 Event fairgpu writes in the pod's namespace when it has evicted ``pod`` from ``node`` to apply
     ``config``, at Unix time ``wall``. Named as client-go's recorder names its Events, ``<pod>.<nanoseconds in
-    hex>`` (k8s.io/client-go ``tools/record/event.go``, ``makeEvent``), so it can be created without generateName."""
+    hex>`` (k8s.io/client-go v0.36.3 ``tools/record/event.go`` ``makeEvent``, through ``tools/record/util``
+    ``GenerateEventName``), so it can be created without generateName."""
     metadata = pod["metadata"]
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": "%s.%x" % (metadata["name"], int(wall * 1e9)), "namespace": metadata["namespace"]},
