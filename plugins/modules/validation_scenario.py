@@ -26,6 +26,11 @@ description:
   - C(prometheus_restart), a fault scenario too, takes Prometheus down (O(faults)) while the over-guarantee alert
     fires for the first tenant, and judges that it fires again within three evaluations of Prometheus's return
     with the active-since time it had (its for- state restored, not started again).
+  - C(control_plane_restart), a fault scenario of the embedded cluster only, kills its etcd and kube-apiserver with
+    SIGKILL while the first tenant holds every GPU it may reach and starts them again with kwokctl (O(faults)); then
+    the second tenant submits its guarantee. Judged are every Workload there after the outage with its admission's
+    conditions unchanged, the second tenant's time-to-guarantee and its pods running, Kueue's reserved GPUs against
+    its Workloads on every read, no pod marked not ready or evicted for its node, every Job done once.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
@@ -41,7 +46,7 @@ options:
     description: The scenario.
     type: str
     required: true
-    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart]
+    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart, control_plane_restart]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -85,11 +90,13 @@ options:
   faults:
     description:
       - "How a fault scenario breaks each component, by component (C(kueue) for C(kueue_restart), C(prometheus) for
-        C(prometheus_restart)). Each is
+        C(prometheus_restart), C(control_plane) for C(control_plane_restart)). Kueue's and Prometheus's is
         C({process: {workdir, ready_url}}), the embedded cluster's local process (module C(local_service)'s files in
         C(workdir); killed with SIGKILL, started again from its record, ready when C(ready_url) answers), or
         C({pods: {namespace, label_selector}}), the component's pods in the cluster (deleted with no grace period;
-        back when a new one is Ready)."
+        back when a new one is Ready). The control plane's is C({kwokctl: {binary, workdir, cluster}}): the embedded
+        cluster's etcd and kube-apiserver, killed with SIGKILL and started again by C(kwokctl start cluster) with
+        C(KWOK_WORKDIR=workdir); nothing else can restart a control plane."
     type: dict
     default: {}
 requirements:
@@ -148,7 +155,7 @@ def argspec():
     spec.update(
         name=dict(type="str", required=True,
                   choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart",
-                           "prometheus_restart"]),
+                           "prometheus_restart", "control_plane_restart"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),

@@ -6,6 +6,7 @@ Job created unsuspended while Kueue was down, an alert that fired inside its for
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -233,3 +234,108 @@ def test_prometheus_restart_passes_when_the_alert_fires_again_at_once_with_its_o
     assert lost["checks"][1]["observed"] == "67.0 s" and lost["checks"][1]["expected"] == "<= 15 s"
     never = checks.prometheus_restart_result(A, fault, back, before, {"ts": None, "for_state": None}, 60, 5)
     assert [c["passed"] for c in never["checks"]] == [True, False, False]
+
+
+def workload(name, uid="u1", conditions=()):
+    return {"metadata": {"name": name, "uid": uid},
+            "status": {"conditions": [dict(type=t, status=s, reason=r, lastTransitionTime=ts)
+                                      for t, s, r, ts in conditions]}}
+
+
+ADMITTED = [("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:00:00Z"),
+            ("Admitted", "True", "Admitted", "2026-12-06T10:00:00Z")]
+PENDING = [("QuotaReserved", "False", "Pending", "2026-12-06T10:00:01Z")]
+
+
+def test_admissions_kept_fails_a_workload_lost_replaced_or_admitted_again():
+    before = [workload("a1", conditions=ADMITTED), workload("a2", conditions=PENDING)]
+    kept = scenarios.admissions_kept(before, [workload("a1", conditions=ADMITTED),
+                                              workload("a2", conditions=[("QuotaReserved", "False", "Pending",
+                                                                          "2026-12-06T10:00:09Z")])])
+    assert kept == {"lost": [], "changed": {}, "admitted": 1}  # a pending Workload's condition may be rewritten
+    again = [("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:05:00Z")] + ADMITTED[1:]
+    kept = scenarios.admissions_kept(before, [workload("a1", conditions=again)])
+    assert kept["lost"] == ["a2"] and "QuotaReserved: True QuotaReserved since 2026-12-06T10:00:00Z -> True " \
+        "QuotaReserved since 2026-12-06T10:05:00Z" in kept["changed"]["a1"]
+    assert scenarios.admissions_kept(before, [workload("a1", uid="u2", conditions=ADMITTED),
+                                              workload("a2", conditions=PENDING)])["lost"] == ["a1"]
+
+
+def control_plane(after=None, events=(), jobs=None, running_ts=2020, reserved_ts=2004):
+    before = [workload("a1", conditions=ADMITTED)]
+    arrived = {"timeline": [point(2000, 8, 0), point(reserved_ts, 8, 8)]}
+    running = {"timeline": [point(running_ts, 8, 8)]}
+    finished = {"timeline": [point(2030, 8, 8)], "elapsed": 60.0}
+    jobs = jobs if jobs is not None else [job("j%d" % i) for i in range(24)]
+    return scenarios.control_plane_restart_result(
+        A, B, REACH, 16, {"how": "killed", "ts": 1900.0}, {"ts": 1990.0, "ready_seconds": 3.1}, before,
+        before if after is None else after, 2000.0, arrived, running, finished, jobs, [], list(events), 15.0, 10.0,
+        running_bound_seconds=60)
+
+
+def test_control_plane_restart_passes_when_admissions_survive_and_fails_each_way_a_cluster_can_break():
+    res = control_plane()
+    assert all(checks_of(res).values()), res["checks"]
+    assert res["metrics"]["down_seconds"] == 90.0 and res["metrics"]["time_to_guarantee_seconds"] == 4.0
+    lost = checks_of(control_plane(after=[]))
+    assert not lost["every Workload survives the outage, each admission with its conditions unchanged"]
+    evicted = control_plane(events=[{"reason": "NodeNotReady", "involvedObject": {"name": "j1-x"}}])
+    failed = [c for c in evicted["checks"] if not c["passed"]]
+    assert [c["observed"] for c in failed] == [["NodeNotReady j1-x"]]
+    assert not checks_of(control_plane(jobs=[job("j%d" % i) for i in range(23)]))[
+        "every Job of both tenants succeeded (none lost)"]
+    # Bounds: the scenario's own plus the controllers' relist backoff after an outage (60 s).
+    assert all(checks_of(control_plane(reserved_ts=2075, running_ts=2120)).values())
+    slow = checks_of(control_plane(reserved_ts=2076, running_ts=2121))
+    assert [name for name, passed in slow.items() if not passed] == [
+        "time-to-guarantee of team-b after the API server is back, Kueue's reservation, within 75.0 s (15.0 s and "
+        "the controllers' relist backoff, 60 s)",
+        "team-b's pods run on its guarantee after the API server is back (scheduled, started), within 120 s (60 s "
+        "and the relist backoff)"]
+
+
+@pytest.fixture
+def kwok_cluster(tmp_path):
+    """A stand-in of kwokctl's binary runtime on real processes: bin/etcd and bin/kube-apiserver are sleep(1)
+    under those names, pids/<component>.pid as kwokctl's ForkExec writes them, and a kwokctl script whose start
+    starts only the components that are not running, as kwokctl's startComponent does."""
+    cluster = tmp_path / "clusters" / "c1"
+    (cluster / "bin").mkdir(parents=True)
+    (cluster / "pids").mkdir()
+    sleep = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
+    for component in ("etcd", "kube-apiserver"):
+        os.symlink(sleep, str(cluster / "bin" / component))
+    kwokctl = tmp_path / "kwokctl"
+    kwokctl.write_text("#!/bin/bash\n[ \"$1 $2 $3\" = 'start cluster --name=c1' ] || exit 9\n"
+                       "for c in etcd kube-apiserver; do pid=$KWOK_WORKDIR/clusters/c1/pids/$c.pid\n"
+                       "  kill -0 \"$(cat $pid 2>/dev/null)\" 2>/dev/null && continue\n"
+                       "  setsid $KWOK_WORKDIR/clusters/c1/bin/$c 600 </dev/null >/dev/null 2>&1 & echo $! > $pid\n"
+                       "done\n")
+    kwokctl.chmod(0o755)
+    started = subprocess.run([str(kwokctl), "start", "cluster", "--name=c1"], env=dict(os.environ, KWOK_WORKDIR=str(tmp_path)),
+                             check=False)
+    assert started.returncode == 0
+    for component in ("etcd", "kube-apiserver"):  # until the shell has become the program (exec)
+        held, _pid, _elapsed = Waiter().wait(lambda: lab.running_pid(str(cluster / "pids" / (component + ".pid")), [
+            str(cluster / "bin" / component)])[0], 5, 0.05)
+        assert held
+    yield kwokctl, tmp_path, cluster
+    for component in ("etcd", "kube-apiserver"):
+        pid = lab.read_pid(str(cluster / "pids" / (component + ".pid")))
+        if pid and lab.alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_control_plane_is_killed_and_started_again_by_kwokctl(kwok_cluster):
+    kwokctl, workdir, cluster = kwok_cluster
+    before = dict((c, lab.read_pid(str(cluster / "pids" / (c + ".pid")))) for c in ("etcd", "kube-apiserver"))
+    fault = faults.fault("control_plane", {"kwokctl": {"binary": str(kwokctl), "workdir": str(workdir),
+                                                       "cluster": "c1"}}, None, Waiter())
+    fault.ready = lambda: True
+    stopped = fault.stop()
+    assert stopped["pids"] == before and not any(lab.alive(p) for p in before.values())
+    back = fault.start()
+    after = dict((c, lab.read_pid(str(cluster / "pids" / (c + ".pid")))) for c in ("etcd", "kube-apiserver"))
+    assert back["ready_seconds"] >= 0 and all(lab.alive(p) and p not in before.values() for p in after.values())
+    with pytest.raises(faults.FaultError, match="a cluster fairgpu did not make is not its to restart"):
+        faults.fault("control_plane", {}, None, Waiter())

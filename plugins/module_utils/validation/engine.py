@@ -110,18 +110,20 @@ def flood_plan(reverse):
     return plan
 
 
-def kueue_restart_plan(run):
-    """The flooder holds every GPU it may reach with its Jobs still running when Kueue comes back (they run the
-    outage plus the flood's run time), a few more queued behind them; the arriver submits its guarantee once Kueue
-    is back."""
-    values = flood_plan(False)(run)
-    settings = run.settings
-    reach = dict((t["name"], reachable(run.all_tenants, t["name"])) for t in (values["a"], values["b"]))
-    values.update(scenario="kueue_restart", backlog=0, pending=values["flood_jobs"] - values["reach"],
-                  seconds=int(settings["fault_down_seconds"]) + int(settings["flood_seconds"]), reach_by_queue=reach,
-                  down_seconds=settings["fault_down_seconds"], refused_start=values["arriver"]["gpus"],
-                  workloads=values["flood_jobs"] + values["arriver"]["gpus"])
-    return values
+def fault_flood_plan(scenario):
+    """The plan of a fault in a flood (kueue_restart, control_plane_restart): the flooder holds every GPU it may
+    reach with its Jobs still running when the component comes back (they run the outage plus the flood's run
+    time), a few more queued behind them; the arriver submits its guarantee once the component is back."""
+    def plan(run):
+        values = flood_plan(False)(run)
+        settings = run.settings
+        reach = dict((t["name"], reachable(run.all_tenants, t["name"])) for t in (values["a"], values["b"]))
+        values.update(scenario=scenario, backlog=0, pending=values["flood_jobs"] - values["reach"],
+                      seconds=int(settings["fault_down_seconds"]) + int(settings["flood_seconds"]),
+                      reach_by_queue=reach, down_seconds=settings["fault_down_seconds"],
+                      refused_start=values["arriver"]["gpus"], workloads=values["flood_jobs"] + values["arriver"]["gpus"])
+        return values
+    return plan
 
 
 def prometheus_restart_plan(run):
@@ -187,6 +189,16 @@ def judge_kueue_restart(plan, kept, settings):
         kept["back"], kept["arrival_ts"], kept["arrived"], kept["finished"], kept["all_jobs"], kept["all_pods"],
         float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]), kueue_down,
         earlier=kept["flooded"]["timeline"] + kept["down"]["timeline"])
+    return _with_noise(result, kept)
+
+
+def judge_control_plane_restart(plan, kept, settings):
+    result = scenarios.control_plane_restart_result(
+        plan["flooder"], plan["arriver"], plan["reach_by_queue"], plan["flood_jobs"], kept["fault"], kept["back"],
+        kept["workloads_before"], kept["workloads_after"], kept["arrival_ts"], kept["arrived"], kept["running"],
+        kept["finished"], kept["all_jobs"], kept["all_pods"], kept["events"],
+        float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]),
+        running_bound_seconds=float(settings["running_bound_seconds"]), earlier=kept["flooded"]["timeline"])
     return _with_noise(result, kept)
 
 
@@ -256,7 +268,7 @@ def _flood(reverse):
     ], [judge_flood, judge_alerts])
 
 
-KUEUE_RESTART = Scenario(kueue_restart_plan, [
+KUEUE_RESTART = Scenario(fault_flood_plan("kueue_restart"), [
     Step("prometheus_quiet", "start with no fairgpu alert active on Prometheus", when="prometheus"),
     Step("submit", "the flooder {flooder[name]} submits {flood_jobs} one-GPU Jobs of {seconds} s",
          jobs=[("flooder", "flood_jobs", 0, False)]),
@@ -285,6 +297,42 @@ KUEUE_RESTART = Scenario(kueue_restart_plan, [
     Step("prometheus_kueue", "what Prometheus saw: FairgpuKueueDown and Kueue's own errors", when="prometheus"),
     Step("cleanup", "clean up"),
 ], [judge_kueue_restart])
+
+
+CONTROL_PLANE_RESTART = Scenario(fault_flood_plan("control_plane_restart"), [
+    Step("submit", "the flooder {flooder[name]} submits {flood_jobs} one-GPU Jobs of {seconds} s",
+         jobs=[("flooder", "flood_jobs", 0, False)]),
+    # Its pods run before the outage: Kueue's waitForPodsReady counts from the admission, outage included, so
+    # Workloads admitted just before it whose pods could not start meanwhile are evicted (PodsReadyTimeout) when
+    # the timeout is short (docs/failures.md).
+    Step("wait", "until the flooder holds every GPU it can reach ({reach}) with its pods running", queue="flooder",
+         until={"reserved_at_least": "reach", "running_at_least": "reach"}, pods=True, gpu_pods=True, timeout=90),
+    Step("wait", "until the rest of the flooder's Jobs are queued ({pending})", queue="flooder",
+         until={"pending_at_least": "pending"}, pods=True, gpu_pods=True, timeout=30, save="flooded",
+         may_time_out=True),
+    Step("read", "the tenants' Workloads before the outage", kind="Workload", save="workloads_before"),
+    Step("fault_stop", "etcd and the API server go down", component="control_plane", save="fault"),
+    Step("pause", "they stay down for {down_seconds} s (nothing of the cluster can be read)", seconds="down_seconds"),
+    Step("fault_start", "etcd and the API server come back", component="control_plane", save="back"),
+    Step("read", "the tenants' Workloads once the API server is back", kind="Workload", save="workloads_after"),
+    Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
+    Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
+         jobs=[("arriver", "guarantee", 0, False)]),
+    Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
+         queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
+         poll=FAST_POLL, save="arrived"),
+    Step("wait", "until the arriver's pods run on its guarantee (the scheduler and the Job controller back too)",
+         queue="arriver", until={"started_at_least": "guarantee"}, pods=True, gpu_pods=True,
+         timeout="running_timeout", poll=FAST_POLL, save="running"),
+    Step("wait", "until every Job has finished", tenant="flooder", until={"all_finished": True,
+         "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
+    Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
+    Step("read", "every pod of the scenario", kind="Pod", save="all_pods"),
+    Step("read", "the Events of the tenants' pods (a node marked NotReady, a pod evicted)", kind="Event",
+         field_selector="involvedObject.kind=Pod", save="events"),
+    Step("prometheus_noise", "Kueue's own errors and evictions, from its metrics", when="prometheus"),
+    Step("cleanup", "clean up"),
+], [judge_control_plane_restart])
 
 
 PROMETHEUS_RESTART = Scenario(prometheus_restart_plan, [
@@ -319,6 +367,8 @@ SCENARIOS = {
     "flood_reverse": _flood(True),
     # Kueue killed while one tenant floods and the other arrives (docs/failures.md).
     "kueue_restart": KUEUE_RESTART,
+    # etcd and the API server killed while one tenant floods; the other arrives once they are back.
+    "control_plane_restart": CONTROL_PLANE_RESTART,
     # Prometheus killed while the over-guarantee alert fires (docs/failures.md).
     "prometheus_restart": PROMETHEUS_RESTART,
     # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
@@ -451,10 +501,14 @@ class Run(object):
                           elapsed=0.0, timeline=[])
 
     def do_read(self, plan, kept, title, kind, save, tenant=None, field_selector=None):
-        """Read ``kind`` (Job, Pod, Event) of the scenario: in ``tenant``'s first namespace or every tenant
-        namespace; labelled with the scenario (Jobs, Pods) or by ``field_selector``."""
-        api_version = {"Job": "batch/v1"}.get(kind, "v1")
+        """Read ``kind`` (Job, Pod, Event, Workload) of the scenario: in ``tenant``'s first namespace or every tenant
+        namespace; labelled with the scenario (Jobs, Pods), by ``field_selector``, or the load Jobs' Workloads."""
+        api_version = {"Job": "batch/v1", "Workload": KUEUE_API}.get(kind, "v1")
         namespaces = [plan[tenant]["namespaces"][0]] if tenant else self.namespaces
+        if kind == "Workload":  # Kueue names them after their Job; they carry none of its labels
+            kept[save] = [w for namespace in namespaces for w in self.items(kind, api_version, namespace)
+                          if LOAD_JOB_PREFIX in w["metadata"]["name"]]
+            return
         selectors = {"field_selector": field_selector} if field_selector else {
             "label_selector": "%s=%s" % (VALIDATION_LABEL, plan["scenario"])}
         kept[save] = [item for namespace in namespaces for item in self.items(kind, api_version, namespace, **selectors)]
@@ -507,6 +561,10 @@ class Run(object):
             kept[save] = dict(self.broken.pop(component).start(), ts=self.waiter.wall())
         except faults.FaultError as exc:
             raise StepFailed("%s: %s" % (title, exc))
+
+    def do_pause(self, plan, kept, title, seconds):
+        """Let ``seconds`` pass, reading nothing (the API server is down)."""
+        self.waiter.pause(float(self.value(plan, seconds)))
 
     def do_try_submit(self, plan, kept, title, tenant, start, save):
         """Create one load Job of ``tenant`` (index ``start``) that may be refused: keeps ``{"refused": the API

@@ -2,8 +2,8 @@
 # Copyright: fairgpu maintainers
 # Apache License 2.0 (see LICENSE)
 """Breaking one component on purpose and bringing it back: the fault scenarios' hands (``engine.py`` steps
-``fault_stop`` and ``fault_start``). The components are Kueue and Prometheus; two ways to take one down, as the
-cluster runs it (``fault``):
+``fault_stop`` and ``fault_start``). The components are Kueue, Prometheus and the control plane (etcd with the API
+server); three ways to take one down, as the cluster runs it (``fault``):
 
 - ``LocalProcess``: the embedded cluster's process of ``local_service`` (``lab/service.py``). It is killed with
   SIGKILL (no graceful shutdown: the crash of a node or an OOM kill) and started again from the record it was
@@ -11,6 +11,12 @@ cluster runs it (``fault``):
 - ``ComponentPods``: the component in the cluster (Kueue's Deployment, Prometheus's StatefulSet). Its pods are
   deleted with no grace period; their controller makes new ones and the fault ends when one of them is Ready.
   Nothing is held down: a real cluster's outage lasts as long as the new pod takes to start.
+- ``ControlPlane``: the embedded cluster's etcd and kube-apiserver, processes of kwokctl's binary runtime. Both are
+  killed with SIGKILL and started again by ``kwokctl start cluster``, which starts only the components not running
+  (kwok v0.8.0 ``pkg/kwokctl/runtime/binary/cluster_operation.go`` ``startComponent``, ``pkg/kwokctl/runtime/exec.go``
+  ``ForkExec``) with the command lines of the cluster's ``kwok.yaml``: the same ports, data directory and flags.
+  The controller-manager, the scheduler, kwok and Kueue keep running and reconnect. A control plane fairgpu did not
+  make is not restarted by fairgpu (its hosts are not fairgpu's to touch).
 
 What differs on the embedded cluster is each component's ``DIFFERS`` (docs/failures.md), said in the report.
 """
@@ -21,6 +27,7 @@ __metaclass__ = type
 
 import os
 import signal
+import subprocess
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import service as lab_service
@@ -44,8 +51,17 @@ DIFFERS = {
                    "its data directory (TSDB and write-ahead log) as it was; on a cluster its StatefulSet restarts the "
                    "pod, and the alerts' for: state survives only where its storage does (kube-prometheus-stack's "
                    "default storage is an emptyDir, gone with the pod)."),
+    "control_plane": ("On the embedded cluster etcd and kube-apiserver are local processes killed with SIGKILL and "
+                      "started again by kwokctl; the controller-manager and the scheduler run without leader "
+                      "election, Kueue too, so each reconnects. On a cluster with one control-plane node the same "
+                      "outage makes every leader-elected controller (kube-controller-manager, kube-scheduler, "
+                      "Kueue: leaseDuration 15 s, renewDeadline 10 s) exit and be restarted by its kubelet; with "
+                      "several API servers behind a load balancer a restart of one is no outage. An outage longer "
+                      "than the node monitor's grace period (kube-controller-manager --node-monitor-grace-period) "
+                      "marks every node NotReady on the API server's return, and its pods are evicted after their "
+                      "unreachable toleration (300 s by default; kubernetes/kubernetes#24200)."),
 }
-NAMES = {"kueue": "Kueue", "prometheus": "Prometheus"}
+NAMES = {"kueue": "Kueue", "prometheus": "Prometheus", "control_plane": "the control plane"}
 
 
 class LocalProcess(object):
@@ -139,13 +155,95 @@ class ComponentPods(object):
         return {"pods": names, "ready_seconds": round(elapsed, 1)}
 
 
+class ControlPlane(object):
+    """The embedded cluster ``cluster``'s etcd and kube-apiserver, run by kwokctl (``binary``) in ``workdir`` (its
+    ``KWOK_WORKDIR``); ``ready``: a function that is true once the API server serves reads (``api_ready``)."""
+
+    COMPONENTS = ("kube-apiserver", "etcd")
+
+    def __init__(self, binary, workdir, cluster, ready, waiter, ready_timeout=120):
+        self.binary, self.workdir, self.cluster, self.ready = binary, workdir, cluster, ready
+        self.waiter, self.ready_timeout = waiter, ready_timeout
+        self.how = "the local etcd and kube-apiserver processes killed with SIGKILL"
+        self.differs = DIFFERS["control_plane"]
+
+    def _pidfile(self, component):
+        return os.path.join(self.workdir, "clusters", self.cluster, "pids", component + ".pid")
+
+    def stop(self):
+        """SIGKILL the API server and etcd (kwokctl's pid files), wait until both are gone and remove their pid
+        files; ``{"how", "pids": {component: pid}}``."""
+        pids = {}
+        for component in self.COMPONENTS:
+            program = os.path.join(self.workdir, "clusters", self.cluster, "bin", component)
+            pid, _stale = lab_service.running_pid(self._pidfile(component), [program])
+            if pid is None:
+                raise FaultError("control_plane: %s of the embedded cluster %s is not running (%s); run site.yml "
+                                 "first" % (component, self.cluster, self._pidfile(component)))
+            pids[component] = pid
+        for component in self.COMPONENTS:
+            os.kill(pids[component], signal.SIGKILL)
+        gone, _value, _elapsed = self.waiter.wait(lambda: not any(lab_service.alive(p) for p in pids.values()), 10, 0.2)
+        if not gone:
+            raise FaultError("control_plane: %s still running 10 s after SIGKILL" % pids)
+        # As kwokctl's own stop does (runtime/exec.go ForkExecKill): the pid file goes with the process. kwokctl
+        # takes a pid that answers signal 0 for a running component (pkg/utils/exec/cmd_other.go isRunning), and a
+        # killed process whose parent has not reaped it still does: kwokctl start would leave it dead.
+        for component in self.COMPONENTS:
+            try:
+                os.remove(self._pidfile(component))
+            except OSError:
+                pass
+        return {"how": self.how, "pids": pids}
+
+    def start(self):
+        """``kwokctl start cluster`` and wait until the API server is ready; ``{"ready_seconds"}``."""
+        started = self.waiter.monotonic()
+        environment = dict(os.environ, KWOK_WORKDIR=self.workdir)
+        try:
+            done = subprocess.run([self.binary, "start", "cluster", "--name=%s" % self.cluster,
+                                   "--wait=%ds" % self.ready_timeout], env=environment, capture_output=True,
+                                  text=True, timeout=self.ready_timeout + 30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise FaultError("control_plane: kwokctl start cluster %s: %s" % (self.cluster, exc))
+        if done.returncode != 0:
+            raise FaultError("control_plane: kwokctl start cluster %s exited %d: %s"
+                             % (self.cluster, done.returncode, done.stderr.strip()[-500:]))
+        held, _value, _elapsed = self.waiter.wait(self.ready, self.ready_timeout, 0.5)
+        if not held:
+            raise FaultError("control_plane: the API server of %s not ready within %d s of kwokctl's start "
+                             "(logs: %s)" % (self.cluster, self.ready_timeout,
+                                             os.path.join(self.workdir, "clusters", self.cluster, "logs")))
+        return {"ready_seconds": round(self.waiter.monotonic() - started, 1)}
+
+
+def api_ready(client):
+    """A function that is true once the API server of kubernetes.core's ``client`` serves a read from etcd (the
+    Namespace ``default``)."""
+    def ready():
+        try:
+            client.get(client.resource("Namespace", "v1"), name="default")
+            return True
+        except Exception:  # refused, reset, or etcd not ready yet: asked again
+            return False
+    return ready
+
+
 def fault(component, spec, client, waiter):
-    """The fault of ``component`` (kueue, prometheus) as ``spec`` says: ``{"process": {"workdir", "ready_url"}}``
-    (the embedded cluster's process) or ``{"pods": {"namespace", "label_selector"}}`` (the component in the
-    cluster). Raises FaultError for anything else."""
+    """The fault of ``component`` (kueue, prometheus, control_plane) as ``spec`` says: ``{"process": {"workdir",
+    "ready_url"}}`` (the embedded cluster's process), ``{"pods": {"namespace", "label_selector"}}`` (the component in
+    the cluster) or, for the control plane only, ``{"kwokctl": {"binary", "workdir", "cluster"}}``. Raises FaultError
+    for anything else."""
     spec = spec or {}
     if component not in NAMES:
         raise FaultError("%s: no fault for this component; one of %s" % (component, ", ".join(sorted(NAMES))))
+    if component == "control_plane":
+        given = spec.get("kwokctl")
+        if not given:
+            raise FaultError("control_plane: fairgpu restarts only the embedded cluster's control plane "
+                             "(validate_fault_control_plane.kwokctl {binary, workdir, cluster}, set for "
+                             "cluster_provider kwok); a cluster fairgpu did not make is not its to restart")
+        return ControlPlane(given["binary"], given["workdir"], given["cluster"], api_ready(client), waiter)
     if spec.get("process"):
         process = spec["process"]
         return LocalProcess(component, process["workdir"], process["ready_url"], waiter)

@@ -420,3 +420,118 @@ def kueue_restart_result(flooder, arriver, reach, flood_jobs, fault, during, bac
         },
         "timeline": timeline,
     }
+
+
+# The Events of a pod that its node's loss of contact caused: the node lifecycle controller marking it not ready,
+# the taint eviction controller deleting it (kubernetes v1.36.3 pkg/controller/util/node/controller_utils.go
+# MarkPodsNotReady, pkg/controller/tainteviction/taint_eviction.go). An API server's return after an outage longer
+# than the node monitor's grace period (50 s) does it to every node's pods (kubernetes/kubernetes#24200).
+NODE_LOSS_EVENTS = ("NodeNotReady", "TaintManagerEviction")
+
+
+# How long a controller may take to list again once the API server is back: client-go's reflector retries a failed
+# list or watch after 0.8 s, doubling up to a cap of 30 s, and jitters each wait by up to as much again
+# (k8s.io/client-go v0.36.2 tools/cache/reflector.go, defaultBackoffInit, defaultBackoffMax, defaultBackoffJitter
+# 1.0; the client-go of Kueue v0.19.2 and of kube-controller-manager and kube-scheduler v1.36.3). After an outage
+# of half a minute Kueue, the Job controller and the scheduler may each sleep up to 60 s before they see the cluster
+# again; the first run here saw Kueue create no Workload and finish none for 54 s after the API server was ready.
+RELIST_BACKOFF_SECONDS = 60
+
+
+def admissions_kept(before, after):
+    """What an outage did to the Workloads: ``before``, ``after`` the Workload objects read on each side of it.
+    ``{"lost": names gone or replaced (another uid), "changed": {name: "type: before -> after"} for every condition
+    that was True before and is not the same (status, reason, lastTransitionTime) after, "admitted": how many had a
+    True condition before}``. Pending Workloads only have to be there: Kueue rewrites their message at every
+    scheduling attempt."""
+    later = dict((w["metadata"]["name"], w) for w in after)
+    lost, changed, admitted = [], {}, 0
+    for workload in before:
+        name = workload["metadata"]["name"]
+        now = later.get(name)
+        if now is None or now["metadata"]["uid"] != workload["metadata"]["uid"]:
+            lost.append(name)
+            continue
+        held = [c for c in (workload.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+        admitted += bool(held)
+        current = dict((c["type"], c) for c in (now.get("status") or {}).get("conditions") or [])
+        for condition in held:
+            seen = current.get(condition["type"]) or {}
+            if any(seen.get(key) != condition.get(key) for key in ("status", "reason", "lastTransitionTime")):
+                changed[name] = "%s: %s %s since %s -> %s" % (
+                    condition["type"], condition["status"], condition.get("reason"), condition.get("lastTransitionTime"),
+                    "%s %s since %s" % (seen.get("status"), seen.get("reason"), seen.get("lastTransitionTime"))
+                    if seen else "gone")
+    return {"lost": sorted(lost), "changed": changed, "admitted": admitted}
+
+
+def control_plane_restart_result(flooder, arriver, reach, flood_jobs, fault, back, before, after, arrival_ts, arrived,
+                                 running, finished, jobs, pods, events, bound_seconds, grace_seconds,
+                                 running_bound_seconds=60, earlier=()):
+    """Judge the control-plane-restart scenario: ``flooder`` holds every GPU it may reach (``reach``: ``{queue:
+    devices}``), etcd and the API server are killed (``fault``: ``{"how", "ts", ...}``) and started again (``back``:
+    ``{"ts", "ready_seconds"}``); ``before``, ``after``: the tenants' Workloads read on each side of the outage;
+    ``arriver`` submits its guarantee at ``arrival_ts`` (``arrived``: the wait for its reservation, ``running``: for
+    its pods started); every Job runs to the end (``finished``). ``jobs``, ``pods``, ``events``: every Job, Pod and
+    pod Event of the scenario at the end. ``earlier``: the samples read before the outage, judged with the rest."""
+    f, a = flooder["name"], arriver["name"]
+    down_seconds = round(back["ts"] - fault["ts"], 1)
+    checks = [_check("etcd and the API server taken down while %s holds every GPU it may reach, then back" % f,
+                     fault["how"], "down %.1f s, ready %.1f s after kwokctl's start" % (down_seconds,
+                                                                                        back["ready_seconds"] or 0),
+                     down_seconds > 0)]
+    kept = admissions_kept(before, after)
+    lost = ["lost: %s" % ", ".join(kept["lost"])] if kept["lost"] else []
+    observed = "; ".join(lost + ["%s %s" % item for item in sorted(kept["changed"].items())])
+    observed = observed or "%d of %d there, the %d admitted with the same conditions" % (
+        len(before), len(before), kept["admitted"])
+    checks.append(_check("every Workload survives the outage, each admission with its conditions unchanged",
+                         "all %d, none changed" % len(before), observed,
+                         not kept["lost"] and not kept["changed"] and kept["admitted"] > 0))
+    ttg, _ttr = guarantee_times(arrived.get("timeline") or [], a, arriver["gpus"], arrival_ts)
+    _ttg, ttr = guarantee_times(running.get("timeline") or [], a, arriver["gpus"], arrival_ts)
+    bound, running_bound = bound_seconds + RELIST_BACKOFF_SECONDS, running_bound_seconds + RELIST_BACKOFF_SECONDS
+    checks.append(_check("time-to-guarantee of %s after the API server is back, Kueue's reservation, within %s s "
+                         "(%s s and the controllers' relist backoff, %d s)"
+                         % (a, bound, bound_seconds, RELIST_BACKOFF_SECONDS), "<= %s s" % bound,
+                         "never" if ttg is None else "%.1f s" % ttg, ttg is not None and ttg <= bound))
+    checks.append(_check("%s's pods run on its guarantee after the API server is back (scheduled, started), within "
+                         "%s s (%s s and the relist backoff)" % (a, running_bound, running_bound_seconds),
+                         "<= %s s" % running_bound, "never" if ttr is None else "%.1f s" % ttr,
+                         ttr is not None and ttr <= running_bound))
+    timeline = (list(earlier) + (arrived.get("timeline") or []) + (running.get("timeline") or [])
+                + (finished.get("timeline") or []))
+    checks.append(reservation_check(timeline, grace_seconds, "control_plane_restart"))
+    checks.append(reach_check(timeline, reach, "control_plane_restart"))
+    checks.append(accounting_check(timeline, grace_seconds, "control_plane_restart"))
+    checks.append(gpu_pods_check(timeline, grace_seconds, "control_plane_restart"))
+    node_loss = sorted("%s %s" % (e.get("reason"), (e.get("involvedObject") or {}).get("name")) for e in events
+                       if e.get("reason") in NODE_LOSS_EVENTS)
+    checks.append(_check("no pod marked not ready or evicted for its node on the API server's return",
+                         [], node_loss, not node_loss))
+    expected = flood_jobs + arriver["gpus"]
+    succeeded = _succeeded(jobs)
+    checks.append(_check("every Job of both tenants succeeded (none lost)", expected, len(succeeded),
+                         len(succeeded) == expected))
+    twice = ran_twice(jobs, pods)
+    checks.append(_check("Jobs run to the end twice", [], twice, not twice))
+    title = "Control plane restarts: %s floods, etcd and the API server go down, %s arrives once they are back" % (f, a)
+    return {
+        "name": "control_plane_restart",
+        "title": title,
+        "checks": checks,
+        "metrics": {
+            "fault": fault["how"],
+            "down_seconds": down_seconds,
+            "api_server_ready_seconds": back["ready_seconds"],
+            "workloads_kept": len(before) - len(kept["lost"]),
+            "admissions_kept": kept["admitted"] - len(kept["changed"]),
+            "time_to_guarantee_seconds": ttg,
+            "time_to_running_seconds": ttr,
+            "guarantee_bound_seconds": bound,
+            "jobs_lost": max(0, expected - len(succeeded)),
+            "jobs_run_twice": len(twice),
+            "finish_seconds": finished.get("elapsed"),
+        },
+        "timeline": timeline,
+    }
