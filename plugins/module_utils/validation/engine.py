@@ -118,10 +118,15 @@ def fault_flood_plan(scenario):
         values = flood_plan(False)(run)
         settings = run.settings
         reach = dict((t["name"], reachable(run.all_tenants, t["name"])) for t in (values["a"], values["b"]))
+        # The waits outlast what the judges allow (the bound, and after a control-plane outage the relist backoff
+        # on top), so that a slow recovery is judged, not cut short by the wait.
+        allowance = scenarios.RELIST_BACKOFF_SECONDS
         values.update(scenario=scenario, backlog=0, pending=values["flood_jobs"] - values["reach"],
                       seconds=int(settings["fault_down_seconds"]) + int(settings["flood_seconds"]),
                       reach_by_queue=reach, down_seconds=settings["fault_down_seconds"],
-                      refused_start=values["arriver"]["gpus"], workloads=values["flood_jobs"] + values["arriver"]["gpus"])
+                      refused_start=values["arriver"]["gpus"], workloads=values["flood_jobs"] + values["arriver"]["gpus"],
+                      reserve_timeout=2 * (float(settings["fault_guarantee_bound_seconds"]) + allowance),
+                      running_timeout=2 * (float(settings["running_bound_seconds"]) + allowance))
         return values
     return plan
 
@@ -195,7 +200,8 @@ def judge_kueue_restart(plan, kept, settings):
 def judge_control_plane_restart(plan, kept, settings):
     result = scenarios.control_plane_restart_result(
         plan["flooder"], plan["arriver"], plan["reach_by_queue"], plan["flood_jobs"], kept["fault"], kept["back"],
-        kept["workloads_before"], kept["workloads_after"], kept["arrival_ts"], kept["arrived"], kept["running"],
+        kept["workloads_before"], kept["workloads_after"], kept["workloads_later"], kept["arrival_ts"], kept["arrived"],
+        kept["running"],
         kept["finished"], kept["all_jobs"], kept["all_pods"], kept["events"],
         float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]),
         running_bound_seconds=float(settings["running_bound_seconds"]), earlier=kept["flooded"]["timeline"])
@@ -207,7 +213,7 @@ def _with_noise(result, kept):
     metrics and notes; and what the embedded cluster cannot show (``kept["differs"]``)."""
     metrics, notes = kept.get("noise") or ({}, [])
     result["metrics"].update(metrics)
-    result["notes"] = list(notes) + list(kept.get("differs") or [])
+    result["notes"] = list(result.get("notes") or []) + list(notes) + list(kept.get("differs") or [])
     return result
 
 
@@ -321,6 +327,7 @@ CONTROL_PLANE_RESTART = Scenario(fault_flood_plan("control_plane_restart"), [
     Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
          queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
          poll=FAST_POLL, save="arrived"),
+    Step("read", "the tenants' Workloads once Kueue works again", kind="Workload", save="workloads_later"),
     Step("wait", "until the arriver's pods run on its guarantee (the scheduler and the Job controller back too)",
          queue="arriver", until={"started_at_least": "guarantee"}, pods=True, gpu_pods=True,
          timeout="running_timeout", poll=FAST_POLL, save="running"),
@@ -328,7 +335,7 @@ CONTROL_PLANE_RESTART = Scenario(fault_flood_plan("control_plane_restart"), [
          "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
     Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
     Step("read", "every pod of the scenario", kind="Pod", save="all_pods"),
-    Step("read", "the Events of the tenants' pods (a node marked NotReady, a pod evicted)", kind="Event",
+    Step("read", "the Events of the tenants' pods (marked not ready or evicted for their node)", kind="Event",
          field_selector="involvedObject.kind=Pod", save="events"),
     Step("prometheus_noise", "Kueue's own errors and evictions, from its metrics", when="prometheus"),
     Step("cleanup", "clean up"),
@@ -435,10 +442,30 @@ class Run(object):
             try:
                 getattr(self, "do_" + step.action)(plan, kept, title, **step.args)
             except reader.ReadError as exc:
-                raise StepFailed("%s: %s" % (title, exc))
+                raise StepFailed("%s: %s%s" % (title, exc, self.repair()))
+            except faults.FaultError as exc:
+                raise StepFailed("%s: %s%s" % (title, exc, self.repair()))
+            except StepFailed as exc:
+                raise StepFailed("%s%s" % (exc, self.repair()))
+            except Exception:
+                self.repair()
+                raise
             steps.append({"step": title, "seconds": round(self.waiter.monotonic() - start, 1), "skipped": False})
         results = [judge(plan, kept, self.settings) for judge in scenario.judges]
         return [r for r in results if r is not None], steps
+
+    def repair(self):
+        """Bring back what a fault scenario took down when it stops before its ``fault_start``; the words to add to
+        its error (what was started again, or what could not be and how to do it by hand)."""
+        said = []
+        for component, injector in sorted(self.broken.items()):
+            try:
+                injector.start()
+                said.append("%s started again" % faults.NAMES[component])
+            except faults.FaultError as exc:
+                said.append(str(exc))
+        self.broken = {}
+        return "".join("; " + words for words in said)
 
     def value(self, plan, given):
         """A step's argument: a string naming a plan value stands for it, or a setting; anything else is itself."""
@@ -548,11 +575,14 @@ class Run(object):
         """Take ``component`` down (``faults.py``); keeps ``{"how", "ts", ...}``, ts the Unix time just before."""
         try:
             injector = faults.fault(component, self.faults.get(component), self.client, self.waiter)
-            started = self.waiter.wall()
-            kept[save] = dict(injector.stop(), ts=started)
         except faults.FaultError as exc:
             raise StepFailed("%s: %s" % (title, exc))
-        self.broken[component] = injector
+        started = self.waiter.wall()
+        try:
+            kept[save] = dict(injector.stop(), ts=started)
+        finally:
+            if injector.touched:  # run() brings it back if this or a later step fails
+                self.broken[component] = injector
         kept["differs"] = [injector.differs]
 
     def do_fault_start(self, plan, kept, title, component, save):

@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -57,9 +58,10 @@ DIFFERS = {
                       "outage makes every leader-elected controller (kube-controller-manager, kube-scheduler, "
                       "Kueue: leaseDuration 15 s, renewDeadline 10 s) exit and be restarted by its kubelet; with "
                       "several API servers behind a load balancer a restart of one is no outage. An outage longer "
-                      "than the node monitor's grace period (kube-controller-manager --node-monitor-grace-period) "
-                      "marks every node NotReady on the API server's return, and its pods are evicted after their "
-                      "unreachable toleration (300 s by default; kubernetes/kubernetes#24200)."),
+                      "than the node monitor's grace period (kube-controller-manager --node-monitor-grace-period: "
+                      "50 s by default, 40 s as kwokctl runs it) marks every node's pods not ready on the API "
+                      "server's return, and they are evicted after their unreachable toleration (300 s by default; "
+                      "kubernetes/kubernetes#24200)."),
 }
 NAMES = {"kueue": "Kueue", "prometheus": "Prometheus", "control_plane": "the control plane"}
 
@@ -68,6 +70,8 @@ class LocalProcess(object):
     """The local process of ``component`` (kueue, prometheus), run by ``local_service`` as ``name`` in ``workdir``
     (its files ``<name>.pid`` and ``<name>.service.json``); ``ready_url``: its readiness endpoint; ``waiter``: the
     clock."""
+
+    touched = False  # set once the fault has begun: from then on the component must be brought back
 
     def __init__(self, component, workdir, ready_url, waiter, ready_timeout=120, name=None):
         self.component, self.workdir, self.ready_url, self.waiter = component, workdir, ready_url, waiter
@@ -90,6 +94,7 @@ class LocalProcess(object):
         if pid is None:
             raise FaultError("%s: the local %s is not running (%s names no live process); run site.yml first"
                              % (self.component, NAMES[self.component], self.pidfile))
+        self.touched = True
         os.kill(pid, signal.SIGKILL)
         gone, _value, _elapsed = self.waiter.wait(lambda: not lab_service.alive(pid), 10, 0.2)
         if not gone:
@@ -116,6 +121,8 @@ class ComponentPods(object):
     """The pods of ``component`` in the cluster: ``namespace`` and ``label_selector``; ``client``: kubernetes.core's
     K8SClient."""
 
+    touched = False  # set once the fault has begun: from then on the component must be brought back
+
     def __init__(self, component, client, namespace, label_selector, waiter, ready_timeout=300):
         self.component, self.client, self.namespace, self.selector = component, client, namespace, label_selector
         self.waiter, self.ready_timeout = waiter, ready_timeout
@@ -133,6 +140,7 @@ class ComponentPods(object):
             raise FaultError("%s: no pod in %s matches %s (validate_fault_%s)"
                              % (self.component, self.namespace, self.selector, self.component))
         resource = self.client.resource("Pod", "v1")
+        self.touched = True
         for pod in pods:
             try:
                 self.client.delete(resource, name=pod["metadata"]["name"], namespace=self.namespace,
@@ -157,35 +165,69 @@ class ComponentPods(object):
 
 class ControlPlane(object):
     """The embedded cluster ``cluster``'s etcd and kube-apiserver, run by kwokctl (``binary``) in ``workdir`` (its
-    ``KWOK_WORKDIR``); ``ready``: a function that is true once the API server serves reads (``api_ready``)."""
+    ``KWOK_WORKDIR``); ``ready``: a function that is true once the API server serves reads (``api_ready``);
+    ``lock``: the file ``lab_cluster``'s kwokctl runs lock (``lab_cluster_create_lock``), held from the kill until
+    kwokctl has started them again: kwokctl picks a new cluster's ports as those free when it looks (counting down
+    from 32767, kwok v0.8.0 ``pkg/utils/net/unused_port.go``), so another cluster created meanwhile on this machine
+    would take the ports this outage frees."""
+
+    touched = False  # set once the fault has begun: from then on the component must be brought back
 
     COMPONENTS = ("kube-apiserver", "etcd")
+    # kwokctl start cluster waits up to 2 minutes for the API server to serve (binary runtime start, waitServed),
+    # logs a failure and exits 0: give it that and a margin, then wait for the API server ourselves.
+    START_TIMEOUT = 180
 
-    def __init__(self, binary, workdir, cluster, ready, waiter, ready_timeout=120):
+    def __init__(self, binary, workdir, cluster, ready, waiter, lock=None, ready_timeout=120):
         self.binary, self.workdir, self.cluster, self.ready = binary, workdir, cluster, ready
-        self.waiter, self.ready_timeout = waiter, ready_timeout
+        self.waiter, self.lock, self.ready_timeout = waiter, lock, ready_timeout
         self.how = "the local etcd and kube-apiserver processes killed with SIGKILL"
         self.differs = DIFFERS["control_plane"]
+        self.home = os.path.join(workdir, "clusters", cluster)
+        self.recovery = ("start them with: KWOK_WORKDIR=%s %s start cluster --name=%s (or run site.yml); logs: %s"
+                         % (workdir, binary, cluster, os.path.join(self.home, "logs")))
+        self._locked = None
+
+    def check(self):
+        """Before anything is killed: kwokctl can be run and the cluster is kwokctl's, else FaultError."""
+        if not (os.path.isfile(self.binary) and os.access(self.binary, os.X_OK)):
+            raise FaultError("control_plane: kwokctl %s is not an executable file (validate_fault_control_plane."
+                             "kwokctl.binary); nothing was stopped" % self.binary)
+        if not os.path.isfile(os.path.join(self.home, "kwok.yaml")):
+            raise FaultError("control_plane: %s is no kwokctl cluster (no kwok.yaml; validate_fault_control_plane."
+                             "kwokctl.workdir and .cluster); nothing was stopped" % self.home)
 
     def _pidfile(self, component):
-        return os.path.join(self.workdir, "clusters", self.cluster, "pids", component + ".pid")
+        return os.path.join(self.home, "pids", component + ".pid")
+
+    def _running(self):
+        """``{component: pid}`` of the components that run (their pid file names a live process of their binary)."""
+        found = {}
+        for component in self.COMPONENTS:
+            pid, _stale = lab_service.running_pid(self._pidfile(component), [os.path.join(self.home, "bin", component)])
+            if pid is not None:
+                found[component] = pid
+        return found
 
     def stop(self):
         """SIGKILL the API server and etcd (kwokctl's pid files), wait until both are gone and remove their pid
-        files; ``{"how", "pids": {component: pid}}``."""
-        pids = {}
-        for component in self.COMPONENTS:
-            program = os.path.join(self.workdir, "clusters", self.cluster, "bin", component)
-            pid, _stale = lab_service.running_pid(self._pidfile(component), [program])
-            if pid is None:
-                raise FaultError("control_plane: %s of the embedded cluster %s is not running (%s); run site.yml "
-                                 "first" % (component, self.cluster, self._pidfile(component)))
-            pids[component] = pid
-        for component in self.COMPONENTS:
-            os.kill(pids[component], signal.SIGKILL)
+        files; ``{"how", "pids": {component: pid}, "unreachable": whether the API server then answered nothing}``."""
+        self.check()
+        pids = self._running()
+        missing = [c for c in self.COMPONENTS if c not in pids]
+        if missing:
+            raise FaultError("control_plane: %s of the embedded cluster %s not running (%s); run site.yml first; "
+                             "nothing was stopped" % (", ".join(missing), self.cluster, self._pidfile(missing[0])))
+        self._lock()
+        self.touched = True
+        for pid in pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         gone, _value, _elapsed = self.waiter.wait(lambda: not any(lab_service.alive(p) for p in pids.values()), 10, 0.2)
         if not gone:
-            raise FaultError("control_plane: %s still running 10 s after SIGKILL" % pids)
+            raise FaultError("control_plane: %s still running 10 s after SIGKILL; %s" % (pids, self.recovery))
         # As kwokctl's own stop does (runtime/exec.go ForkExecKill): the pid file goes with the process. kwokctl
         # takes a pid that answers signal 0 for a running component (pkg/utils/exec/cmd_other.go isRunning), and a
         # killed process whose parent has not reaped it still does: kwokctl start would leave it dead.
@@ -194,27 +236,44 @@ class ControlPlane(object):
                 os.remove(self._pidfile(component))
             except OSError:
                 pass
-        return {"how": self.how, "pids": pids}
+        return {"how": self.how, "pids": pids, "unreachable": not self.ready()}
 
     def start(self):
-        """``kwokctl start cluster`` and wait until the API server is ready; ``{"ready_seconds"}``."""
+        """``kwokctl start cluster`` and wait until the API server serves reads; ``{"ready_seconds", "pids"}`` (the
+        new processes'). Raises FaultError naming the logs and how to start them by hand."""
         started = self.waiter.monotonic()
-        environment = dict(os.environ, KWOK_WORKDIR=self.workdir)
         try:
-            done = subprocess.run([self.binary, "start", "cluster", "--name=%s" % self.cluster,
-                                   "--wait=%ds" % self.ready_timeout], env=environment, capture_output=True,
-                                  text=True, timeout=self.ready_timeout + 30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise FaultError("control_plane: kwokctl start cluster %s: %s" % (self.cluster, exc))
+            try:
+                done = subprocess.run([self.binary, "start", "cluster", "--name=%s" % self.cluster],
+                                      env=dict(os.environ, KWOK_WORKDIR=self.workdir), capture_output=True, text=True,
+                                      timeout=self.START_TIMEOUT, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise FaultError("control_plane: kwokctl start cluster %s: %s; %s" % (self.cluster, exc, self.recovery))
+        finally:
+            self._unlock()
         if done.returncode != 0:
-            raise FaultError("control_plane: kwokctl start cluster %s exited %d: %s"
-                             % (self.cluster, done.returncode, done.stderr.strip()[-500:]))
+            raise FaultError("control_plane: kwokctl start cluster %s exited %d: %s; %s"
+                             % (self.cluster, done.returncode, done.stderr.strip()[-500:], self.recovery))
         held, _value, _elapsed = self.waiter.wait(self.ready, self.ready_timeout, 0.5)
         if not held:
-            raise FaultError("control_plane: the API server of %s not ready within %d s of kwokctl's start "
-                             "(logs: %s)" % (self.cluster, self.ready_timeout,
-                                             os.path.join(self.workdir, "clusters", self.cluster, "logs")))
-        return {"ready_seconds": round(self.waiter.monotonic() - started, 1)}
+            raise FaultError("control_plane: the API server of %s did not serve within %d s of kwokctl's start; %s"
+                             % (self.cluster, self.ready_timeout, self.recovery))
+        ready_seconds = round(self.waiter.monotonic() - started, 1)
+        both, pids, _elapsed = self.waiter.wait(self._running, 10, 0.2, lambda found: len(found) == len(self.COMPONENTS))
+        if not both:
+            raise FaultError("control_plane: the API server serves, but only %s run as kwokctl's processes; %s"
+                             % (sorted(pids) or "none", self.recovery))
+        return {"ready_seconds": ready_seconds, "pids": pids}
+
+    def _lock(self):
+        if self.lock:
+            self._locked = open(self.lock, "a")
+            fcntl.flock(self._locked, fcntl.LOCK_EX)
+
+    def _unlock(self):
+        if self._locked is not None:
+            self._locked.close()  # closing the descriptor releases the flock
+            self._locked = None
 
 
 def api_ready(client):
@@ -232,8 +291,8 @@ def api_ready(client):
 def fault(component, spec, client, waiter):
     """The fault of ``component`` (kueue, prometheus, control_plane) as ``spec`` says: ``{"process": {"workdir",
     "ready_url"}}`` (the embedded cluster's process), ``{"pods": {"namespace", "label_selector"}}`` (the component in
-    the cluster) or, for the control plane only, ``{"kwokctl": {"binary", "workdir", "cluster"}}``. Raises FaultError
-    for anything else."""
+    the cluster) or, for the control plane only, ``{"kwokctl": {"binary", "workdir", "cluster", "lock"}}``. Raises
+    FaultError for anything else."""
     spec = spec or {}
     if component not in NAMES:
         raise FaultError("%s: no fault for this component; one of %s" % (component, ", ".join(sorted(NAMES))))
@@ -243,7 +302,11 @@ def fault(component, spec, client, waiter):
             raise FaultError("control_plane: fairgpu restarts only the embedded cluster's control plane "
                              "(validate_fault_control_plane.kwokctl {binary, workdir, cluster}, set for "
                              "cluster_provider kwok); a cluster fairgpu did not make is not its to restart")
-        return ControlPlane(given["binary"], given["workdir"], given["cluster"], api_ready(client), waiter)
+        missing = [key for key in ("binary", "workdir", "cluster") if not given.get(key)]
+        if missing:
+            raise FaultError("control_plane: validate_fault_control_plane.kwokctl lacks %s" % ", ".join(missing))
+        return ControlPlane(given["binary"], given["workdir"], given["cluster"], api_ready(client), waiter,
+                            lock=given.get("lock"))
     if spec.get("process"):
         process = spec["process"]
         return LocalProcess(component, process["workdir"], process["ready_url"], waiter)
