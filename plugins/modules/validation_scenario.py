@@ -94,9 +94,10 @@ options:
         C({process: {workdir, ready_url}}), the embedded cluster's local process (module C(local_service)'s files in
         C(workdir); killed with SIGKILL, started again from its record, ready when C(ready_url) answers), or
         C({pods: {namespace, label_selector}}), the component's pods in the cluster (deleted with no grace period;
-        back when a new one is Ready). The control plane's is C({kwokctl: {binary, workdir, cluster}}): the embedded
-        cluster's etcd and kube-apiserver, killed with SIGKILL and started again by C(kwokctl start cluster) with
-        C(KWOK_WORKDIR=workdir); nothing else can restart a control plane."
+        back when a new one is Ready). The control plane's is C({kwokctl: {binary, workdir, cluster, lock}}): the
+        embedded cluster's etcd and kube-apiserver, killed with SIGKILL and started again by C(kwokctl start cluster)
+        with C(KWOK_WORKDIR=workdir), holding the flock of C(lock) meanwhile; nothing else can restart a control
+        plane. A scenario that fails while a component is down starts it again before it reports."
     type: dict
     default: {}
 requirements:

@@ -17,7 +17,7 @@ from conftest import ROOT, playbook
 REPORT = os.path.join(ROOT, "results", "integration", "report.json")
 
 
-def test_kueue_and_prometheus_killed_lose_nothing_and_the_next_site_run_changes_nothing(cluster):
+def test_kueue_prometheus_and_the_control_plane_killed_lose_nothing_and_the_next_site_run_changes_nothing(cluster):
     run = playbook("validate.yml", "-e", json.dumps({"validate_scenarios": ["kueue_restart", "prometheus_restart",
                                                                             "control_plane_restart"]}))
     assert run.rc == 0, run.messages()
@@ -39,8 +39,7 @@ def test_kueue_and_prometheus_killed_lose_nothing_and_the_next_site_run_changes_
     control_plane = next(s for s in report["scenarios"] if s["name"] == "control_plane_restart")
     assert all(c["passed"] for c in control_plane["checks"]), [c for c in control_plane["checks"] if not c["passed"]]
     metrics = control_plane["metrics"]
-    assert metrics["down_seconds"] >= 30 and metrics["jobs_lost"] == 0 and metrics["jobs_run_twice"] == 0, metrics
-    assert any("kwokctl" in note for note in control_plane["notes"]), control_plane["notes"]
+    assert metrics["jobs_lost"] == 0 and metrics["jobs_run_twice"] == 0 and metrics["admissions_kept"] > 0, metrics
     # Kueue, Prometheus, etcd and the API server were started again exactly as site.yml started them: the next run
     # has nothing to do.
     again = playbook("site.yml")

@@ -4,6 +4,7 @@ judges (validation/scenarios.py), FairgpuKueueDown's check and Kueue's noise (mo
 shown failing on what a wrong cluster would do: a double admission, a tenant above its reach, a Job run twice, a
 Job created unsuspended while Kueue was down, an alert that fired inside its for:."""
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import service as lab
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import checks
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import faults, scenarios
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import engine, faults, scenarios
 
 A = {"name": "team-a", "namespaces": ["team-a"], "gpus": 8, "gpu_resource": "nvidia.com/gpu"}
 B = {"name": "team-b", "namespaces": ["team-b"], "gpus": 8, "gpu_resource": "nvidia.com/gpu"}
@@ -261,33 +262,104 @@ def test_admissions_kept_fails_a_workload_lost_replaced_or_admitted_again():
                                               workload("a2", conditions=PENDING)])["lost"] == ["a1"]
 
 
-def control_plane(after=None, events=(), jobs=None, running_ts=2020, reserved_ts=2004):
-    before = [workload("a1", conditions=ADMITTED)]
+def test_after_kueue_is_back_a_workload_may_finish_or_be_preempted_but_not_be_admitted_again_or_timed_out():
+    before = [workload("a1", conditions=ADMITTED), workload("a2", conditions=PENDING)]
+    preempted = [("QuotaReserved", "False", "Pending", "2026-12-06T10:06:00Z"),
+                 ("Evicted", "True", "Preempted", "2026-12-06T10:06:00Z")]
+    finished = ADMITTED[:1] + [("Finished", "True", "Succeeded", "2026-12-06T10:07:00Z")]
+    # caught between Kueue's writes: the admission gone, the Finished condition not yet there
+    between = [("QuotaReserved", "False", "Pending", "2026-12-06T10:07:00Z"),
+               ("Admitted", "False", "NoReservation", "2026-12-06T10:07:00Z")]
+    for conditions, count in ((ADMITTED, 0), (preempted, 1), (finished, 0), (between, 0)):
+        after = scenarios.admissions_after_kueue(before, [workload("a1", conditions=conditions), before[1]])
+        assert after == {"lost": [], "readmitted": {}, "evicted": {}, "preempted": count, "timed_out": 0}, after
+    again = [("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:05:00Z")] + ADMITTED[1:]
+    assert scenarios.admissions_after_kueue(before, [workload("a1", conditions=again)])["readmitted"] == {
+        "a1": "2026-12-06T10:05:00Z"}
+    # waitForPodsReady's eviction is counted for the report; any other eviction (a deactivation) fails
+    timed_out = [("QuotaReserved", "False", "Pending", "2026-12-06T10:06:00Z"),
+                 ("Evicted", "True", "PodsReadyTimeout", "2026-12-06T10:06:00Z")]
+    after = scenarios.admissions_after_kueue(before, [workload("a1", conditions=timed_out)])
+    assert after["evicted"] == {} and after["timed_out"] == 1
+    deactivated = [("QuotaReserved", "False", "Pending", "2026-12-06T10:06:00Z"),
+                   ("Evicted", "True", "InactiveWorkload", "2026-12-06T10:06:00Z")]
+    assert scenarios.admissions_after_kueue(before, [workload("a1", conditions=deactivated)])["evicted"] == {
+        "a1": "InactiveWorkload"}
+    assert scenarios.admissions_after_kueue(before, [])["lost"] == ["a1"]  # the pending one is not judged
+
+
+SURVIVES = ("every Workload survives the outage with its admission: unchanged in etcd at the return, and once Kueue "
+            "works again none admitted again or evicted but by preemption or waitForPodsReady")
+
+
+def event(reason, pod, ts="2026-12-06T10:00:00Z"):
+    return {"reason": reason, "involvedObject": {"kind": "Pod", "name": pod}, "lastTimestamp": ts}
+
+
+def control_plane(after=None, later=None, before=None, events=(), jobs=None, running_ts=2020, reserved_ts=2004,
+                  fault=None, back=None, finished_timeline=None):
+    before = before if before is not None else [workload("a1", conditions=ADMITTED)]
     arrived = {"timeline": [point(2000, 8, 0), point(reserved_ts, 8, 8)]}
     running = {"timeline": [point(running_ts, 8, 8)]}
-    finished = {"timeline": [point(2030, 8, 8)], "elapsed": 60.0}
+    finished = {"timeline": finished_timeline or [point(2030, 8, 8)], "elapsed": 60.0}
     jobs = jobs if jobs is not None else [job("j%d" % i) for i in range(24)]
+    fault = fault or {"how": "killed", "ts": 1900.0, "pids": {"etcd": 10, "kube-apiserver": 11}, "unreachable": True}
+    back = back or {"ts": 1990.0, "ready_seconds": 3.1, "pids": {"etcd": 20, "kube-apiserver": 21}}
     return scenarios.control_plane_restart_result(
-        A, B, REACH, 16, {"how": "killed", "ts": 1900.0}, {"ts": 1990.0, "ready_seconds": 3.1}, before,
-        before if after is None else after, 2000.0, arrived, running, finished, jobs, [], list(events), 15.0, 10.0,
-        running_bound_seconds=60)
+        A, B, REACH, 16, fault, back, before, before if after is None else after, before if later is None else later,
+        2000.0, arrived, running, finished, jobs, [], list(events), 15.0, 10.0, running_bound_seconds=60)
+
+
+def failing(res):
+    return [name for name, passed in checks_of(res).items() if not passed]
 
 
 def test_control_plane_restart_passes_when_admissions_survive_and_fails_each_way_a_cluster_can_break():
     res = control_plane()
     assert all(checks_of(res).values()), res["checks"]
     assert res["metrics"]["down_seconds"] == 90.0 and res["metrics"]["time_to_guarantee_seconds"] == 4.0
-    lost = checks_of(control_plane(after=[]))
-    assert not lost["every Workload survives the outage, each admission with its conditions unchanged"]
-    evicted = control_plane(events=[{"reason": "NodeNotReady", "involvedObject": {"name": "j1-x"}}])
-    failed = [c for c in evicted["checks"] if not c["passed"]]
-    assert [c["observed"] for c in failed] == [["NodeNotReady j1-x"]]
-    assert not checks_of(control_plane(jobs=[job("j%d" % i) for i in range(23)]))[
+    assert failing(control_plane(after=[])) == [SURVIVES]
+    assert failing(control_plane(later=[workload("a1", conditions=[
+        ("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:05:00Z")])])) == [SURVIVES]  # Kueue admitted it again
+    assert failing(control_plane(before=[workload("a1", conditions=PENDING)])) == [SURVIVES]  # nothing was admitted
+    # A fault that did not take the API server down, or processes that are not new: the fault itself fails.
+    taken = "etcd and the API server taken down while team-a holds every GPU it may reach, then back"
+    assert failing(control_plane(fault={"how": "killed", "ts": 1900.0, "pids": {"etcd": 10, "kube-apiserver": 11},
+                                        "unreachable": False})) == [taken]
+    assert failing(control_plane(back={"ts": 1990.0, "ready_seconds": 3.1, "pids": {"etcd": 10, "kube-apiserver": 11}})) \
+        == [taken]
+    assert failing(control_plane(jobs=[job("j%d" % i) for i in range(23)])) == [
         "every Job of both tenants succeeded (none lost)"]
+
+
+def test_control_plane_restart_counts_only_its_own_pods_evictions_since_the_fault():
+    evictions = "no pod evicted for its node after the outage (TaintManagerEviction)"
+    since = "2026-12-06T10:00:00Z"  # 1796551200, after the fault below
+    fault = {"how": "killed", "ts": 1796551100.0, "pids": {"etcd": 10}, "unreachable": True}
+    back = {"ts": 1796551190.0, "ready_seconds": 3.0, "pids": {"etcd": 20}}
+    evicted = control_plane(fault=fault, back=back, events=[event("TaintManagerEviction", "j1-x", since)])
+    assert failing(evicted) == [evictions]
+    # another pod's, or one from before the fault (an earlier run's, Events live an hour), is not this outage's
+    assert not failing(control_plane(fault=fault, back=back, events=[
+        event("TaintManagerEviction", "other-x", since), event("TaintManagerEviction", "j1-x", "2026-12-06T09:00:00Z")]))
+    # marked not ready: said in the notes and counted, not failed (the eviction comes after its toleration)
+    marked = control_plane(fault=fault, back=back, events=[event("NodeNotReady", "j2-x", since)])
+    assert not failing(marked) and marked["metrics"]["pods_marked_not_ready"] == 1 and "not ready" in marked["notes"][0]
+
+
+def test_kueues_status_may_trail_its_workloads_after_the_outage_but_a_lasting_difference_fails():
+    # team-a's ClusterQueue says 16 reserved while its Workloads hold 4: for 20 s (a run saw 18.7 s), then for 80 s.
+    def apart(seconds):
+        return [point(2030 + t, 16, 8, a_workloads=4) for t in range(0, seconds + 1, 2)] + [point(2031 + seconds, 4, 8)]
+    assert not failing(control_plane(finished_timeline=apart(20)))
+    assert failing(control_plane(finished_timeline=apart(80))) == [
+        "Kueue's reserved GPUs equal its admitted Workloads' (control_plane_restart)"]
+
+
+def test_control_plane_restart_bounds_add_the_relist_backoff_and_the_waits_outlast_them():
     # Bounds: the scenario's own plus the controllers' relist backoff after an outage (60 s).
-    assert all(checks_of(control_plane(reserved_ts=2075, running_ts=2120)).values())
-    slow = checks_of(control_plane(reserved_ts=2076, running_ts=2121))
-    assert [name for name, passed in slow.items() if not passed] == [
+    assert not failing(control_plane(reserved_ts=2075, running_ts=2120))
+    assert failing(control_plane(reserved_ts=2076, running_ts=2121)) == [
         "time-to-guarantee of team-b after the API server is back, Kueue's reservation, within 75.0 s (15.0 s and "
         "the controllers' relist backoff, 60 s)",
         "team-b's pods run on its guarantee after the API server is back (scheduled, started), within 120 s (60 s "
@@ -297,45 +369,136 @@ def test_control_plane_restart_passes_when_admissions_survive_and_fails_each_way
 @pytest.fixture
 def kwok_cluster(tmp_path):
     """A stand-in of kwokctl's binary runtime on real processes: bin/etcd and bin/kube-apiserver are sleep(1)
-    under those names, pids/<component>.pid as kwokctl's ForkExec writes them, and a kwokctl script whose start
-    starts only the components that are not running, as kwokctl's startComponent does."""
+    under those names, pids/<component>.pid as kwokctl's ForkExec writes them, a kwok.yaml, and a kwokctl script
+    whose start starts only the components that are not running, as kwokctl's startComponent does (and exits 9 for
+    arguments it does not know)."""
     cluster = tmp_path / "clusters" / "c1"
     (cluster / "bin").mkdir(parents=True)
     (cluster / "pids").mkdir()
+    (cluster / "kwok.yaml").write_text("kind: Cluster\n")
     sleep = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
     for component in ("etcd", "kube-apiserver"):
         os.symlink(sleep, str(cluster / "bin" / component))
     kwokctl = tmp_path / "kwokctl"
-    kwokctl.write_text("#!/bin/bash\n[ \"$1 $2 $3\" = 'start cluster --name=c1' ] || exit 9\n"
+    kwokctl.write_text("#!/bin/bash\n[ \"$*\" = 'start cluster --name=c1' ] || { echo \"unknown: $*\" >&2; exit 9; }\n"
                        "for c in etcd kube-apiserver; do pid=$KWOK_WORKDIR/clusters/c1/pids/$c.pid\n"
                        "  kill -0 \"$(cat $pid 2>/dev/null)\" 2>/dev/null && continue\n"
                        "  setsid $KWOK_WORKDIR/clusters/c1/bin/$c 600 </dev/null >/dev/null 2>&1 & echo $! > $pid\n"
                        "done\n")
     kwokctl.chmod(0o755)
-    started = subprocess.run([str(kwokctl), "start", "cluster", "--name=c1"], env=dict(os.environ, KWOK_WORKDIR=str(tmp_path)),
-                             check=False)
-    assert started.returncode == 0
-    for component in ("etcd", "kube-apiserver"):  # until the shell has become the program (exec)
-        held, _pid, _elapsed = Waiter().wait(lambda: lab.running_pid(str(cluster / "pids" / (component + ".pid")), [
-            str(cluster / "bin" / component)])[0], 5, 0.05)
-        assert held
-    yield kwokctl, tmp_path, cluster
-    for component in ("etcd", "kube-apiserver"):
-        pid = lab.read_pid(str(cluster / "pids" / (component + ".pid")))
-        if pid and lab.alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    spec = {"kwokctl": {"binary": str(kwokctl), "workdir": str(tmp_path), "cluster": "c1",
+                        "lock": str(tmp_path / "create.lock")}}
+    start(spec, cluster)
+    yield spec, cluster
+    for pid in running(cluster).values():
+        os.kill(pid, signal.SIGKILL)
 
 
-def test_the_control_plane_is_killed_and_started_again_by_kwokctl(kwok_cluster):
-    kwokctl, workdir, cluster = kwok_cluster
-    before = dict((c, lab.read_pid(str(cluster / "pids" / (c + ".pid")))) for c in ("etcd", "kube-apiserver"))
-    fault = faults.fault("control_plane", {"kwokctl": {"binary": str(kwokctl), "workdir": str(workdir),
-                                                       "cluster": "c1"}}, None, Waiter())
-    fault.ready = lambda: True
+def running(cluster):
+    return dict((c, p) for c, p in ((c, lab.running_pid(str(cluster / "pids" / (c + ".pid")),
+                                                        [str(cluster / "bin" / c)])[0])
+                                    for c in ("etcd", "kube-apiserver")) if p is not None)
+
+
+def start(spec, cluster):
+    """Start the stand-in's components with its kwokctl, and wait until both run their program (after exec)."""
+    given = spec["kwokctl"]
+    done = subprocess.run([given["binary"], "start", "cluster", "--name=c1"],
+                          env=dict(os.environ, KWOK_WORKDIR=given["workdir"]), check=False)
+    assert done.returncode == 0
+    held, _found, _elapsed = Waiter().wait(lambda: len(running(cluster)) == 2, 5, 0.05)
+    assert held
+
+
+def control_plane_fault(spec, ready=lambda: True):
+    fault = faults.fault("control_plane", spec, None, Waiter())
+    fault.ready = ready
+    return fault
+
+
+def test_the_control_plane_is_killed_and_started_again_by_kwokctl_under_the_creation_lock(kwok_cluster):
+    spec, cluster = kwok_cluster
+    before = running(cluster)
+    answers = iter([False, True])  # the API server: gone once killed, serving again once started
+    fault = control_plane_fault(spec, ready=lambda: next(answers))
     stopped = fault.stop()
-    assert stopped["pids"] == before and not any(lab.alive(p) for p in before.values())
+    assert stopped["pids"] == before and stopped["unreachable"] and not any(lab.alive(p) for p in before.values())
+    # While it is down, the lock of the clusters' creation is held: no other kwokctl run takes the freed ports.
+    with open(spec["kwokctl"]["lock"]) as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     back = fault.start()
-    after = dict((c, lab.read_pid(str(cluster / "pids" / (c + ".pid")))) for c in ("etcd", "kube-apiserver"))
-    assert back["ready_seconds"] >= 0 and all(lab.alive(p) and p not in before.values() for p in after.values())
+    assert sorted(back["pids"]) == ["etcd", "kube-apiserver"] and not set(back["pids"].values()) & set(before.values())
+    with open(spec["kwokctl"]["lock"]) as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+
+
+def test_the_control_plane_fault_refuses_before_it_kills_anything(kwok_cluster, tmp_path):
+    spec, cluster = kwok_cluster
+    before = running(cluster)
     with pytest.raises(faults.FaultError, match="a cluster fairgpu did not make is not its to restart"):
         faults.fault("control_plane", {}, None, Waiter())
+    with pytest.raises(faults.FaultError, match="lacks cluster"):
+        faults.fault("control_plane", {"kwokctl": {"binary": "/bin/true", "workdir": str(tmp_path)}}, None, Waiter())
+    for broken, words in (({"binary": str(tmp_path / "no-kwokctl")}, "is not an executable file"),
+                          ({"cluster": "c2"}, "is no kwokctl cluster")):
+        given = dict(spec["kwokctl"], **broken)
+        with pytest.raises(faults.FaultError, match=words + ".*nothing was stopped"):
+            control_plane_fault({"kwokctl": given}).stop()
+    os.kill(before["etcd"], signal.SIGKILL)
+    Waiter().wait(lambda: not lab.alive(before["etcd"]), 5, 0.05)
+    fault = control_plane_fault(spec)
+    with pytest.raises(faults.FaultError, match="etcd of the embedded cluster c1 not running.*nothing was stopped"):
+        fault.stop()
+    assert lab.alive(before["kube-apiserver"]) and not fault.touched
+
+
+def test_a_control_plane_that_does_not_come_back_is_named_with_its_logs_and_the_way_to_start_it(kwok_cluster):
+    spec, cluster = kwok_cluster
+    fault = control_plane_fault(spec, ready=lambda: False)
+    fault.ready_timeout = 1
+    fault.stop()
+    with pytest.raises(faults.FaultError, match=r"did not serve within 1 s of kwokctl's start; start them with: "
+                                                r"KWOK_WORKDIR=.* start cluster --name=c1 \(or run site.yml\); logs: "):
+        fault.start()
+    given = dict(spec["kwokctl"], binary="/bin/false")
+    fault = control_plane_fault({"kwokctl": given})
+    fault.stop()
+    with pytest.raises(faults.FaultError, match="kwokctl start cluster c1 exited 1"):
+        fault.start()
+
+
+def test_api_ready_is_true_only_when_the_api_server_serves_a_read():
+    class Client(object):
+        def __init__(self, answers):
+            self.answers = iter(answers)
+
+        def resource(self, kind, api_version):
+            return (kind, api_version)
+
+        def get(self, resource, name):
+            answer = next(self.answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    ready = faults.api_ready(Client([ConnectionRefusedError("refused"), {"metadata": {"name": "default"}}]))
+    assert ready() is False and ready() is True
+
+
+def test_a_scenario_that_stops_while_a_component_is_down_brings_it_back_first():
+    class Injector(object):
+        def __init__(self, error=None):
+            self.error, self.started = error, 0
+
+        def start(self):
+            self.started += 1
+            if self.error:
+                raise faults.FaultError(self.error)
+
+    run = engine.Run(None, Waiter(), [], [], {}, "", {}, {}, "")
+    back, stuck = Injector(), Injector("control_plane: kwokctl start cluster c1 exited 1; start them with: ...")
+    run.broken = {"kueue": back, "control_plane": stuck}
+    assert run.repair() == ("; control_plane: kwokctl start cluster c1 exited 1; start them with: ...; "
+                            "Kueue started again")
+    assert back.started == 1 and stuck.started == 1 and run.broken == {} and run.repair() == ""
