@@ -201,8 +201,7 @@ def judge_control_plane_restart(plan, kept, settings):
     result = scenarios.control_plane_restart_result(
         plan["flooder"], plan["arriver"], plan["reach_by_queue"], plan["flood_jobs"], kept["fault"], kept["back"],
         kept["workloads_before"], kept["workloads_after"], kept["workloads_later"], kept["arrival_ts"], kept["arrived"],
-        kept["running"],
-        kept["finished"], kept["all_jobs"], kept["all_pods"], kept["events"],
+        kept["running"], kept["finished"], kept["all_jobs"], kept["all_pods"], kept["events"],
         float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]),
         running_bound_seconds=float(settings["running_bound_seconds"]), earlier=kept["flooded"]["timeline"])
     return _with_noise(result, kept)
@@ -274,6 +273,18 @@ def _flood(reverse):
     ], [judge_flood, judge_alerts])
 
 
+# Once the broken component is back: the arriver submits its guarantee and Kueue's reservation of it is timed (the
+# rows both flood faults share).
+ARRIVAL_AFTER_FAULT = [
+    Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
+    Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
+         jobs=[("arriver", "guarantee", 0, False)]),
+    Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
+         queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
+         poll=FAST_POLL, save="arrived"),
+]
+
+
 KUEUE_RESTART = Scenario(fault_flood_plan("kueue_restart"), [
     Step("prometheus_quiet", "start with no fairgpu alert active on Prometheus", when="prometheus"),
     Step("submit", "the flooder {flooder[name]} submits {flood_jobs} one-GPU Jobs of {seconds} s",
@@ -290,12 +301,7 @@ KUEUE_RESTART = Scenario(fault_flood_plan("kueue_restart"), [
          tenant="flooder", save="down"),
     Step("read", "the arriver's pods while Kueue is down", kind="Pod", tenant="arriver", save="during_pods"),
     Step("fault_start", "Kueue comes back", component="kueue", save="back"),
-    Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
-    Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
-         jobs=[("arriver", "guarantee", 0, False)]),
-    Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
-         queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
-         poll=FAST_POLL, save="arrived"),
+] + ARRIVAL_AFTER_FAULT + [
     Step("wait", "until every Job has finished", tenant="flooder", until={"all_finished": True,
          "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
     Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
@@ -321,12 +327,7 @@ CONTROL_PLANE_RESTART = Scenario(fault_flood_plan("control_plane_restart"), [
     Step("pause", "they stay down for {down_seconds} s (nothing of the cluster can be read)", seconds="down_seconds"),
     Step("fault_start", "etcd and the API server come back", component="control_plane", save="back"),
     Step("read", "the tenants' Workloads once the API server is back", kind="Workload", save="workloads_after"),
-    Step("mark", "the time the arriver {arriver[name]} submits", save="arrival_ts"),
-    Step("submit", "the arriver {arriver[name]} submits one one-GPU Job per guaranteed GPU ({guarantee})",
-         jobs=[("arriver", "guarantee", 0, False)]),
-    Step("wait", "until Kueue reserves the arriver's guarantee, the time-to-guarantee after the restart",
-         queue="arriver", until={"reserved_at_least": "guarantee"}, pods=True, timeout="reserve_timeout",
-         poll=FAST_POLL, save="arrived"),
+] + ARRIVAL_AFTER_FAULT + [
     Step("read", "the tenants' Workloads once Kueue works again", kind="Workload", save="workloads_later"),
     Step("wait", "until the arriver's pods run on its guarantee (the scheduler and the Job controller back too)",
          queue="arriver", until={"started_at_least": "guarantee"}, pods=True, gpu_pods=True,
@@ -441,9 +442,7 @@ class Run(object):
             start = self.waiter.monotonic()
             try:
                 getattr(self, "do_" + step.action)(plan, kept, title, **step.args)
-            except reader.ReadError as exc:
-                raise StepFailed("%s: %s%s" % (title, exc, self.repair()))
-            except faults.FaultError as exc:
+            except (reader.ReadError, faults.FaultError) as exc:
                 raise StepFailed("%s: %s%s" % (title, exc, self.repair()))
             except StepFailed as exc:
                 raise StepFailed("%s%s" % (exc, self.repair()))
