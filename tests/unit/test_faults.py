@@ -237,10 +237,14 @@ def test_prometheus_restart_passes_when_the_alert_fires_again_at_once_with_its_o
     assert [c["passed"] for c in never["checks"]] == [True, False, False]
 
 
-def workload(name, uid="u1", conditions=()):
-    return {"metadata": {"name": name, "uid": uid},
-            "status": {"conditions": [dict(type=t, status=s, reason=r, lastTransitionTime=ts)
-                                      for t, s, r, ts in conditions]}}
+def workload(name, uid="u1", conditions=(), evictions=()):
+    """A Workload as Kueue v0.19.2 writes it; ``evictions``: (reason, underlyingCause, count) rows of its
+    status.schedulingStats."""
+    status = {"conditions": [dict(type=t, status=s, reason=r, lastTransitionTime=ts) for t, s, r, ts in conditions]}
+    if evictions:
+        status["schedulingStats"] = {"evictions": [dict(reason=r, underlyingCause=c, count=n)
+                                                   for r, c, n in evictions]}
+    return {"metadata": {"name": name, "uid": uid}, "status": status}
 
 
 ADMITTED = [("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:00:00Z"),
@@ -286,6 +290,31 @@ def test_after_kueue_is_back_a_workload_may_finish_or_be_preempted_but_not_be_ad
     assert scenarios.admissions_after_kueue(before, [workload("a1", conditions=deactivated)])["evicted"] == {
         "a1": "InactiveWorkload"}
     assert scenarios.admissions_after_kueue(before, [])["lost"] == ["a1"]  # the pending one is not judged
+
+
+def test_a_workload_preempted_and_admitted_again_before_the_read_is_counted_not_failed():
+    """Seen in CI on 2026-12-06: the arriver preempted two of the flooder's Workloads and Kueue admitted them again
+    before the read; the conditions then say QuotaReserved (Kueue's SetQuotaReservation), the counts say why."""
+    before = [workload("a1", conditions=ADMITTED)]
+    again = [("QuotaReserved", "True", "QuotaReserved", "2026-12-06T10:08:00Z"),
+             ("Admitted", "True", "Admitted", "2026-12-06T10:08:00Z"),
+             ("Evicted", "False", "QuotaReserved", "2026-12-06T10:08:00Z"),
+             ("Preempted", "False", "QuotaReserved", "2026-12-06T10:08:00Z")]
+    after = scenarios.admissions_after_kueue(
+        before, [workload("a1", conditions=again, evictions=[("Preempted", "InCohortReclamation", 1)])])
+    assert after == {"lost": [], "readmitted": {}, "evicted": {}, "preempted": 1, "timed_out": 0}, after
+    after = scenarios.admissions_after_kueue(
+        before, [workload("a1", conditions=again, evictions=[("PodsReadyTimeout", "", 1)])])
+    assert after["timed_out"] == 1 and after["readmitted"] == {} and after["evicted"] == {}
+    # the same conditions with the counts unchanged since before: admitted twice for one eviction it never had
+    counted = [workload("a1", conditions=ADMITTED, evictions=[("Preempted", "InCohortReclamation", 1)])]
+    after = scenarios.admissions_after_kueue(
+        counted, [workload("a1", conditions=again, evictions=[("Preempted", "InCohortReclamation", 1)])])
+    assert after["readmitted"] == {"a1": "2026-12-06T10:08:00Z"} and after["preempted"] == 0
+    # evicted for another reason and admitted again: the counts keep the reason the conditions lost
+    after = scenarios.admissions_after_kueue(
+        before, [workload("a1", conditions=again, evictions=[("ClusterQueueStopped", "", 1)])])
+    assert after["evicted"] == {"a1": "ClusterQueueStopped"} and after["readmitted"] == {}
 
 
 SURVIVES = ("every Workload survives the outage with its admission: unchanged in etcd at the return, and once Kueue "

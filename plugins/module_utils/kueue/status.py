@@ -179,6 +179,18 @@ def preempted(conds):
             or (conds.get("Evicted") or {}).get("reason") == EVICTED_BY_PREEMPTION)
 
 
+def evictions(workload):
+    """How often Kueue has evicted the Workload, by reason: ``{reason: count}`` from its
+    ``status.schedulingStats.evictions`` (Kueue v0.19.2 apis/kueue/v1beta2 workload_types.go, counts summed over
+    the underlying causes). Unlike the Evicted and Preempted conditions, which a new reservation turns False, the
+    counts last: Kueue adds to them in the status patch that evicts (pkg/workload/evict/evict.go, Evict and
+    workloadEvictionStateInc)."""
+    counts = {}
+    for entry in ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []:
+        counts[entry.get("reason")] = counts.get(entry.get("reason"), 0) + int(entry.get("count") or 0)
+    return counts
+
+
 def evicted(conds):
     """Whether Kueue has evicted the Workload, for a preemption (``preempted``) or any other reason (PodsReadyTimeout,
     a deactivation, a stopped queue), and not reserved quota for it since: its Evicted condition is True.

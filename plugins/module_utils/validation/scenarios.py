@@ -16,7 +16,9 @@ import calendar
 import time
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue.status import (
+    EVICTED_BY_PREEMPTION,
     conditions as workload_conditions,
+    evictions as _evictions,
     pod_requests,
     preempted as _was_preempted,
 )
@@ -486,14 +488,17 @@ def admissions_kept(before, after):
 
 def admissions_after_kueue(before, later):
     """What Kueue, back and with its cache rebuilt from etcd, did to the Workloads that held quota before the outage
-    (``before``; ``later``: read once it has admitted again). It may finish them or preempt them, and a Workload
-    caught between two of Kueue's status writes may show its admission gone before its Finished or Evicted
-    condition. waitForPodsReady may evict one (``PODS_READY_TIMEOUT``): its timeouts run through the outage, and
-    the Job controller, as stalled as Kueue after it, reports the Job's pods ready or done late; that is counted
-    (``timed_out``), for the report to say. What Kueue must not do is admit one again (its QuotaReserved True since
-    another time, with no preemption in between: ``kueue.status.preempted``) or evict one for any other reason (a
-    deactivation, a stopped queue). ``{"lost", "readmitted": {name: time}, "evicted": {name: reason}, "preempted":
-    count, "timed_out": count}``."""
+    (``before``; ``later``: read once it has admitted again). It may finish them or preempt them (the arriver
+    reclaims the GPUs they borrowed), and admit a preempted one again once quota frees; a Workload caught between
+    two of Kueue's status writes may show its admission gone before its Finished or Evicted condition.
+    waitForPodsReady may evict one (``PODS_READY_TIMEOUT``): its timeouts run through the outage, and the Job
+    controller, as stalled as Kueue after it, reports the Job's pods ready or done late; that is counted
+    (``timed_out``), for the report to say. What Kueue must not do is admit one again with no eviction in between
+    (its QuotaReserved True since another time and its eviction counts, ``evictions``, unchanged) or evict one for
+    any other reason (a deactivation, a stopped queue). The evictions since ``before`` are read from the counts,
+    which a new reservation leaves, and from the Evicted condition, which it turns False (a run on 2026-12-06 saw
+    two preempted Workloads admitted again before this read). ``{"lost", "readmitted": {name: time}, "evicted":
+    {name: reasons}, "preempted": count, "timed_out": count}``."""
     now_by_name = dict((w["metadata"]["name"], w) for w in later)
     lost, readmitted, evicted, preempted, timed_out = [], {}, {}, 0, 0
     for workload in before:
@@ -507,16 +512,20 @@ def admissions_after_kueue(before, later):
             continue
         conds = workload_conditions(now)
         reserved, eviction = conds.get("QuotaReserved") or {}, conds.get("Evicted") or {}
+        counted = _evictions(workload)
+        since = set(reason for reason, count in _evictions(now).items() if count > counted.get(reason, 0))
         if _was_preempted(conds):
-            preempted += 1
-            continue
-        if (reserved.get("status") == "True"
+            since.add(EVICTED_BY_PREEMPTION)
+        elif eviction.get("status") == "True":
+            since.add(eviction.get("reason"))
+        preempted += EVICTED_BY_PREEMPTION in since
+        timed_out += PODS_READY_TIMEOUT in since
+        other = sorted(since - {EVICTED_BY_PREEMPTION, PODS_READY_TIMEOUT})
+        if other:
+            evicted[name] = ", ".join(other)
+        if (not since and reserved.get("status") == "True"
                 and reserved.get("last_transition_time") != was["QuotaReserved"]["last_transition_time"]):
             readmitted[name] = reserved.get("last_transition_time")
-        if eviction.get("status") == "True" and eviction.get("reason") == PODS_READY_TIMEOUT:
-            timed_out += 1
-        elif eviction.get("status") == "True":
-            evicted[name] = eviction.get("reason")
     return {"lost": sorted(lost), "readmitted": readmitted, "evicted": evicted, "preempted": preempted,
             "timed_out": timed_out}
 
