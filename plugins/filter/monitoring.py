@@ -23,7 +23,8 @@ def _rules(rules_text, overrides=None):
 def _local_config(spec):
     """``objects.local_prometheus_config`` of ``spec``, a mapping of its arguments by name (``cluster``,
     ``kueue_target``, ``kueue_ca_file``, ``token_file``, ``dcgm_target``, ``rules_glob``, ``tenants``,
-    ``scrape_interval``, ``evaluation_interval``, ``kueue_namespace``, ``dcgm_namespace``)."""
+    ``scrape_interval``, ``evaluation_interval``, ``kueue_namespace``, ``dcgm_namespace``,
+    ``kube_state_metrics_target``, ``monitoring_namespace``)."""
     try:
         return monitoring.local_prometheus_config(**spec)
     except MonitoringError as exc:

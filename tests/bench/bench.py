@@ -37,7 +37,7 @@ BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 VARS = {"cluster_name": "fairgpu-bench",
         "run_local_ports": {"kueue_webhook": 27443, "kueue_metrics": 27444, "kueue_health": 27081, "prometheus": 27090,
-                            "dcgm_exporter": 27400},
+                            "dcgm_exporter": 27400, "kube_state_metrics": 27480, "kube_state_metrics_telemetry": 27490},
         "validate_results_dir": os.path.join(ROOT, "results", "bench")}
 KUBECONFIG = os.path.expanduser("~/.local/share/fairgpu/kwok/clusters/fairgpu-bench/kubeconfig.yaml")
 ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))

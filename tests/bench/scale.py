@@ -101,7 +101,7 @@ def tenants():
 VARS = {
     "cluster_name": NAME,
     "run_local_ports": {"kueue_webhook": 20443, "kueue_metrics": 20444, "kueue_health": 20081, "prometheus": 20090,
-                        "dcgm_exporter": 20400},
+                        "dcgm_exporter": 20400, "kube_state_metrics": 20480, "kube_state_metrics_telemetry": 20490},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": NODES, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                 "gpu_count": GPUS_PER_NODE, "cpu": "96", "memory": "1Ti"}],
     "tenants_list": tenants(),

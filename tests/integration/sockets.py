@@ -16,7 +16,7 @@ Linux only, from /proc (proc(5), https://man7.org/linux/man-pages/man5/proc.5.ht
 
 A process is the embedded cluster's when its executable lies in the toolchain cache (``FAIRGPU_CACHE`` or
 ``~/.cache/fairgpu``: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, kwokctl, kueue,
-prometheus, prometheus-operator, helm, promtool), its executable's or first argument's name is one of ``NAMES``, or
+prometheus, prometheus-operator, helm, promtool, kube-state-metrics), its executable's or first argument's name is one of ``NAMES``, or
 its command line runs one of the simulated node scripts (``SCRIPTS``). A sample costs a scan of /proc/*/cmdline
 and the fd links of the matched processes (a few milliseconds); a process that lives less than the interval
 (a short helm call) can be missed.
@@ -35,7 +35,7 @@ UDP_CONNECTED = {"01": "ESTABLISHED"}
 TABLES = (("tcp", socket.AF_INET, TCP_CONNECTED), ("tcp6", socket.AF_INET6, TCP_CONNECTED),
           ("udp", socket.AF_INET, UDP_CONNECTED), ("udp6", socket.AF_INET6, UDP_CONNECTED))
 NAMES = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-controller",
-         "kwokctl", "kueue", "prometheus", "prometheus-operator", "helm", "promtool")
+         "kwokctl", "kueue", "prometheus", "prometheus-operator", "helm", "promtool", "kube-state-metrics")
 SCRIPTS = ("kubelet_sim.py", "dcgm_exporter_sim.py", "mig_manager_sim.py")
 
 

@@ -35,7 +35,7 @@ VARS = {
     "cluster_name": NAME, "validate_results_dir": os.path.join(ROOT, "results", "it-psa"),
     "lab_cluster_apiserver_port": 27200,
     "run_local_ports": {"kueue_webhook": 27243, "kueue_metrics": 27244, "kueue_health": 27281, "prometheus": 27290,
-                        "dcgm_exporter": 27240},
+                        "dcgm_exporter": 27240, "kube_state_metrics": 27320, "kube_state_metrics_telemetry": 27330},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "lab_cluster_pod_security_defaults": {"enforce": "baseline", "enforce-version": "latest", "warn": "restricted"},

@@ -32,7 +32,7 @@ RECORD = os.path.join(ROOT, "results", "it-kueue-chart", "record.json")
 CHART = {
     "cluster_name": "fairgpu-it-kueue-helm",
     "run_local_ports": {"kueue_webhook": 30443, "kueue_metrics": 30444, "kueue_health": 30081, "prometheus": 30090,
-                        "dcgm_exporter": 30400},
+                        "dcgm_exporter": 30400, "kube_state_metrics": 30480, "kube_state_metrics_telemetry": 30490},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "kueue_chart_test_record": RECORD,

@@ -28,7 +28,7 @@ NAME = "fairgpu-it-interrupt"
 SETTINGS = {
     "cluster_name": NAME, "lab_cluster_apiserver_port": 23200,
     "run_local_ports": {"kueue_webhook": 23443, "kueue_metrics": 23444, "kueue_health": 23081, "prometheus": 23090,
-                        "dcgm_exporter": 23400},
+                        "dcgm_exporter": 23400, "kube_state_metrics": 23480, "kube_state_metrics_telemetry": 23490},
     "validate_results_dir": os.path.join(ROOT, "results", "it-interrupt"),
 }
 KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")

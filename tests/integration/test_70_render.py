@@ -15,7 +15,7 @@ from conftest import KUBECONFIG, KWOK_WORKDIR, ROOT, playbook
 
 FRESH = {"cluster_name": "fairgpu-it-render",
          "run_local_ports": {"kueue_webhook": 29543, "kueue_metrics": 28543, "kueue_health": 28181, "prometheus": 29190,
-                             "dcgm_exporter": 29401}}
+                             "dcgm_exporter": 29401, "kube_state_metrics": 29481, "kube_state_metrics_telemetry": 29491}}
 FRESH_KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", FRESH["cluster_name"], "kubeconfig.yaml")
 KUBECTL = glob.glob(os.path.expanduser("~/.cache/fairgpu/kubernetes-*/bin/kubectl"))[0]
 BOOKKEEPING = ("managedFields", "uid", "resourceVersion", "creationTimestamp", "generation")

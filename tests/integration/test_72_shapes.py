@@ -23,7 +23,7 @@ SKU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
 SHAPES = {
     "cluster_name": "fairgpu-it-shapes", "validate_results_dir": os.path.join(ROOT, "results", "it-shapes"),
     "run_local_ports": {"kueue_webhook": 29743, "kueue_metrics": 28743, "kueue_health": 28381, "prometheus": 29290,
-                        "dcgm_exporter": 29600},
+                        "dcgm_exporter": 29600, "kube_state_metrics": 29680, "kube_state_metrics_telemetry": 29690},
     "lab_cluster_node_pools": [
         {"name": "h100", "count": 2, "gpu_product": H100, "gpu_count": 8, "cpu": "96", "memory": "1Ti",
          "taints": [GPU_TAINT]},

@@ -26,6 +26,7 @@ with open(os.path.join(ROOT, "inventories", "local", "group_vars", "gpu_clusters
     OVER_GUARANTEE_FOR = yaml.safe_load(_handle)["monitoring_alert_for"]["FairgpuTenantOverGuarantee"]
 PROMETHEUS = "http://127.0.0.1:%d" % IT_VARS["run_local_ports"]["prometheus"]
 EXPORTER = "http://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["dcgm_exporter"]
+KUBE_STATE_METRICS = "http://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["kube_state_metrics"]
 KUEUE_METRICS = "https://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["kueue_metrics"]
 WORKDIR = os.path.expanduser("~/.local/share/fairgpu/monitoring/%s" % CLUSTER)
 KUEUE_CA = os.path.expanduser("~/.local/share/fairgpu/kueue/ca.crt")
@@ -52,18 +53,39 @@ def kueue_metrics(token):
         return error.code, ""
 
 
-def test_prometheus_scrapes_both_targets_and_loads_the_rules(cluster):
+def test_prometheus_scrapes_its_targets_and_loads_the_rules(cluster):
     targets = prometheus("/api/v1/targets", state="active")["activeTargets"]
     health = {t["labels"]["job"]: (t["health"], t["scrapeUrl"]) for t in targets}
-    assert health == {"kueue": ("up", KUEUE_METRICS), "nvidia-dcgm-exporter": ("up", EXPORTER)}, targets
+    assert health == {"kueue": ("up", KUEUE_METRICS), "nvidia-dcgm-exporter": ("up", EXPORTER),
+                      "kube-state-metrics": ("up", KUBE_STATE_METRICS)}, targets
     rules = {r["name"]: r["duration"] for g in prometheus("/api/v1/rules", type="alert")["groups"] for r in g["rules"]}
     seconds = int(OVER_GUARANTEE_FOR.rstrip("s"))
     assert rules == {"FairgpuTenantOverGuarantee": seconds, "FairgpuTenantStarved": 300,
                      "FairgpuTenantGpusOutsideKueue": 120, "FairgpuPodGpuMemoryHigh": 600, "FairgpuKueueDown": 10,
-                     "FairgpuGpuPodOutsideTenants": 5}  # inventories/local: one scrape interval; Kueue down: test_45
+                     "FairgpuGpuPodOutsideTenants": 5,  # inventories/local: one scrape interval; Kueue down: test_45
+                     "FairgpuGuaranteesOverCapacity": 15}
     # The real Kueue's quota series, by tenant (ClusterQueue), as Prometheus stored them.
     quota = prometheus("/api/v1/query", query='kueue_cluster_queue_nominal_quota{resource="nvidia.com/gpu"}')["result"]
     assert {(s["metric"]["cluster_queue"], s["value"][1]) for s in quota} == {("team-a", "8"), ("team-b", "8")}
+
+
+def test_capacity_is_the_ready_nodes_allocatable_gpus_as_kube_state_metrics_reads_them(cluster, core):
+    """Both sides of FairgpuGuaranteesOverCapacity from the real components: kube-state-metrics' reading of the
+    simulated nodes' allocatable (the lab's device plugin stand-in publishes it) and Kueue's quotas; the guarantees
+    fit, so the alert is quiet."""
+    nodes = core.list_node(label_selector="fairgpu.io/node-pool").items
+    offered = sum(int(n.status.allocatable.get("nvidia.com/gpu", 0)) for n in nodes
+                  if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []))
+    assert offered == 16, [(n.metadata.name, n.status.allocatable) for n in nodes]
+
+    def sides():
+        return dict((r["metric"]["__name__"], r["value"][1]) for r in prometheus(
+            "/api/v1/query", query='{__name__=~"fairgpu:gpu_(nominal_quota|allocatable_ready):sum", '
+                                   'resource="nvidia_com_gpu"}')["result"])
+    wanted = {"fairgpu:gpu_nominal_quota:sum": "16", "fairgpu:gpu_allocatable_ready:sum": str(offered)}
+    wait_until(lambda: sides() == wanted, 30, 2, what="both sides of the capacity alert (%s)" % wanted)
+    firing = prometheus("/api/v1/query", query='ALERTS{alertname="FairgpuGuaranteesOverCapacity"}')["result"]
+    assert firing == [], firing
 
 
 def test_kueue_metrics_need_a_token_that_rbac_allows(cluster, core):

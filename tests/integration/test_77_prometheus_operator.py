@@ -54,7 +54,7 @@ TENANTS = [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "nam
 VARS = {
     "cluster_name": NAME, "validate_results_dir": os.path.join(ROOT, "results", "it-promop"),
     "run_local_ports": {"kueue_webhook": 31443, "kueue_metrics": 31444, "kueue_health": 31081, "prometheus": 31090,
-                        "dcgm_exporter": 31400},
+                        "dcgm_exporter": 31400, "kube_state_metrics": 31480, "kube_state_metrics_telemetry": 31490},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 1, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "monitoring_tenants": TENANTS,

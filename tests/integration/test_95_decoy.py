@@ -52,7 +52,7 @@ USER_KUBECONFIG = os.path.expanduser("~/.kube/config")
 STATE_DIR = os.path.expanduser("~/.local/share/fairgpu")
 # The local processes fairgpu starts for the target, and their ports (test_95's own).
 LOCAL_PORTS = {"kueue_webhook": 26443, "kueue_metrics": 26444, "kueue_health": 26081, "prometheus": 26090,
-               "dcgm_exporter": 26400}
+               "dcgm_exporter": 26400, "kube_state_metrics": 26480, "kube_state_metrics_telemetry": 26490}
 LOCAL_WORKDIRS = [os.path.join(STATE_DIR, "kueue", TARGET), os.path.join(STATE_DIR, "monitoring", TARGET)]
 # The kube components of a kwokctl cluster: the only user agents the decoy's audit log may show while fairgpu runs.
 DECOY_AGENTS = ("kube-apiserver/", "kube-controller-manager/", "kube-scheduler/", "kwok-controller/")

@@ -50,7 +50,7 @@ RELEASE, KUEUE_NS = "platform-kueue", "kueue-system"
 PLATFORM_MONITORING_NS, PLATFORM_LABEL = "platform-monitoring", {"release": "platform"}
 MONITORING_NS = "fairgpu-monitoring"
 LOCAL_PORTS = {"kueue_webhook": 22243, "kueue_metrics": 22244, "kueue_health": 22281, "prometheus": 22290,
-               "dcgm_exporter": 22240}
+               "dcgm_exporter": 22240, "kube_state_metrics": 22320, "kube_state_metrics_telemetry": 22330}
 OPERATOR_LISTEN = "127.0.0.1:22280"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 TENANTS = [{"name": "team-a", "gpus": 8, "borrowing_limit": 8}, {"name": "team-b", "gpus": 8, "borrowing_limit": 8}]

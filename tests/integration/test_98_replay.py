@@ -21,7 +21,7 @@ RESULTS = os.path.join(ROOT, "results", "it-replay", "replay")
 REPLAY = {
     "cluster_name": "fairgpu-replay",
     "run_local_ports": {"kueue_webhook": 32443, "kueue_metrics": 32444, "kueue_health": 32081, "prometheus": 32090,
-                        "dcgm_exporter": 32400},
+                        "dcgm_exporter": 32400, "kube_state_metrics": 32480, "kube_state_metrics_telemetry": 32490},
     "lab_cluster_node_pools": [{"name": "gpu-node", "count": 8, "gpu_product": "NVIDIA-H100-80GB-HBM3",
                                 "gpu_count": 8, "cpu": "96", "memory": "1Ti"}],
     "tenants_list": [{"name": "tenant-0", "gpus": 22, "max_jobs": 400},

@@ -224,7 +224,9 @@ def fleet_inventory(**overrides):
         hosts[host] = {"cluster_name": "fairgpu-" + host, "lab_cluster_apiserver_port": 21443 + 1000 * index,
                        "run_local_ports": {"kueue_webhook": 21543 + 1000 * index, "kueue_metrics": 21544 + 1000 * index,
                                            "kueue_health": 21081 + 1000 * index, "prometheus": 21090 + 1000 * index,
-                                           "dcgm_exporter": 21400 + 1000 * index}}
+                                           "dcgm_exporter": 21400 + 1000 * index,
+                                           "kube_state_metrics": 21480 + 1000 * index,
+                                           "kube_state_metrics_telemetry": 21490 + 1000 * index}}
         hosts[host].update(overrides.get(host, {}))
     return {"gpu_clusters": {"vars": LOCAL, "hosts": hosts}}
 
@@ -233,7 +235,7 @@ def test_site_refuses_a_fleet_whose_hosts_are_one_cluster_before_touching_any(tm
     """site.yml's check play over the whole inventory (no cluster is reached: it starts none, reads none)."""
     inventory = fleet_inventory(**{"fleet-b": {"cluster_name": "fairgpu-fleet-a", "run_local_ports": {
         "kueue_webhook": 21543, "kueue_metrics": 22544, "kueue_health": 22081, "prometheus": 22090,
-        "dcgm_exporter": 22400}}})
+        "dcgm_exporter": 22400, "kube_state_metrics": 22480, "kube_state_metrics_telemetry": 22490}}})
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     environment = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                        FAIRGPU_FLEET_REPORT_DIR=str(tmp_path / "fleet"), HOME=str(tmp_path))

@@ -19,7 +19,8 @@ TENANTS = [{"name": "team-a", "namespaces": ["team-a", "team-a-dev"], "gpus": 8}
 def test_shipped_rules_say_five_minutes_for_the_over_guarantee_alert():
     assert monitoring.alerts(RULES) == {"FairgpuTenantOverGuarantee": "5m", "FairgpuTenantStarved": "5m",
                                         "FairgpuTenantGpusOutsideKueue": "2m", "FairgpuPodGpuMemoryHigh": "10m",
-                                        "FairgpuGpuPodOutsideTenants": "30s", "FairgpuKueueDown": "5m"}
+                                        "FairgpuGpuPodOutsideTenants": "30s", "FairgpuKueueDown": "5m",
+                                        "FairgpuGuaranteesOverCapacity": "2m"}
     for group in yaml.safe_load(RULES)["groups"]:
         for rule in group["rules"]:
             if "record" in rule:
@@ -137,6 +138,17 @@ def test_local_config_gives_the_dcgm_exporter_the_labels_of_a_service_monitor_ta
          "replacement": "team-a", "action": "replace"},
         {"source_labels": ["exported_namespace"], "regex": "team-b", "target_label": "tenant",
          "replacement": "team-b", "action": "replace"}]
+
+
+def test_local_config_scrapes_kube_state_metrics_as_kube_prometheus_stack_does():
+    assert "kube-state-metrics" not in [j["job_name"] for j in local_config()["scrape_configs"]]
+    config = monitoring.local_prometheus_config(
+        "fairgpu", "127.0.0.1:18443", "/ca.crt", "/w/token", "127.0.0.1:19400", "/w/rules/*.yml", TENANTS,
+        kube_state_metrics_target="127.0.0.1:19480", monitoring_namespace="fairgpu-monitoring")
+    ksm = [j for j in config["scrape_configs"] if j["job_name"] == "kube-state-metrics"][0]
+    # its series name their node and namespace themselves: the target's labels must not overwrite them
+    assert ksm["honor_labels"] is True and ksm["static_configs"][0]["targets"] == ["127.0.0.1:19480"]
+    assert ksm["static_configs"][0]["labels"]["namespace"] == "fairgpu-monitoring"
 
 
 def test_bad_interval_is_named():

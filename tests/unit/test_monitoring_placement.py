@@ -40,7 +40,10 @@ def test_every_rule_has_one_source_and_the_joins_are_the_cheater_rules():
     sources = placement.rule_sources(RULES)
     assert sorted(sources) == all_rule_names(RULES)
     assert {n for n, (k, _g) in sources.items() if k == placement.CROSS} == {
-        "fairgpu:tenant_gpu_devices_outside_kueue", "FairgpuTenantGpusOutsideKueue"}
+        "fairgpu:tenant_gpu_devices_outside_kueue", "FairgpuTenantGpusOutsideKueue",
+        # kube-state-metrics' node series live in its own namespace
+        "fairgpu:gpu_allocatable_ready:sum", "FairgpuGuaranteesOverCapacity"}
+    assert sources["fairgpu:gpu_nominal_quota:sum"][0] == placement.KUEUE
     assert sources["FairgpuKueueDown"][0] == sources["FairgpuTenantOverGuarantee"][0] == placement.KUEUE
     assert sources["FairgpuTenantOverGuarantee"][1] == ["fairgpu:tenant_gpu_devices_outside_kueue"]
     assert sources["FairgpuGpuPodOutsideTenants"][0] == sources["fairgpu:gpu_utilisation:ratio"][0] == placement.DCGM
@@ -53,7 +56,8 @@ def test_split_groups_keep_one_home_per_rule_and_their_order():
     kueue = [(g["name"], [r.get("alert") or r.get("record") for r in g["rules"]]) for g in groups["kueue"]]
     assert kueue == [("fairgpu.tenants", ["fairgpu:cluster_queue_gpu_reserved_over_nominal:ratio",
                                           "FairgpuTenantOverGuarantee", "FairgpuTenantStarved"]),
-                     ("fairgpu.kueue", ["FairgpuKueueDown"])]
+                     ("fairgpu.kueue", ["FairgpuKueueDown"]),
+                     ("fairgpu.capacity", ["fairgpu:gpu_nominal_quota:sum"])]
 
 
 def test_a_rule_reading_nothing_known_is_refused():
@@ -88,7 +92,8 @@ def test_enforcement_splits_and_refuses_the_joins_with_the_fix():
     got = plan([prom(enforcedNamespaceLabel="namespace")])
     assert got["layout"] == placement.SPLIT and got["enforcing"] == ["%s/k8s" % MON]
     (err,) = got["errors"]
-    assert "FairgpuTenantGpusOutsideKueue, fairgpu:tenant_gpu_devices_outside_kueue join Kueue's series" in err
+    assert ("FairgpuGuaranteesOverCapacity, FairgpuTenantGpusOutsideKueue, fairgpu:gpu_allocatable_ready:sum, "
+            "fairgpu:tenant_gpu_devices_outside_kueue join Kueue's series" in err)
     assert ("{group: monitoring.coreos.com, resource: prometheusrules, namespace: %s, name: fairgpu-alerts}" % MON
             in err and "spec.excludedFromEnforcement" in err)
     assert "monitoring_enforced_cross_namespace_rules: omit" in err and "FairgpuTenantOverGuarantee" in err
@@ -99,7 +104,8 @@ def test_enforcement_with_omit_places_each_rule_with_its_series():
     assert got["errors"] == []
     assert got["rules"] == [{"namespace": KUEUE, "name": "fairgpu-kueue-alerts", "source": "kueue"},
                             {"namespace": DCGM, "name": "fairgpu-gpu-alerts", "source": "dcgm"}]
-    assert got["omitted"] == ["FairgpuTenantGpusOutsideKueue", "fairgpu:tenant_gpu_devices_outside_kueue"]
+    assert got["omitted"] == ["FairgpuGuaranteesOverCapacity", "FairgpuTenantGpusOutsideKueue",
+                              "fairgpu:gpu_allocatable_ready:sum", "fairgpu:tenant_gpu_devices_outside_kueue"]
     assert {"kind": "PrometheusRule", "namespace": MON, "name": "fairgpu-alerts"} in got["stale"]
     made = objects.helm_objects(TENANTS, RULES, "{}", MON, "kube-prometheus-stack", KUEUE, {}, DCGM, {},
                                 placement=got)

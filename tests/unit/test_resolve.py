@@ -117,7 +117,7 @@ def test_what_one_component_needs_of_another_comes_from_one_place():
     assert settings["errors"] == []
     assert settings["local"] == {
         "ports": {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081, "prometheus": 29090,
-                  "dcgm_exporter": 19400},
+                  "dcgm_exporter": 19400, "kube_state_metrics": 19480, "kube_state_metrics_telemetry": 19490},
         "state_dir": "/home/u/.local/share/fairgpu", "toolchain_cache": "/c",
         "kueue_ca_dir": "/home/u/.local/share/fairgpu/kueue"}
     assert settings["namespaces"] == {"kueue": "kueue-it", "gpu_operator": "gpu-operator",
@@ -156,13 +156,13 @@ def test_bad_ports_and_namespaces_are_named():
     assert errors == [
         "run_namespaces.dcgm: fairgpu installs no component by that name; the names are gpu_operator, kueue, monitoring",
         "run_namespaces.kueue: 'Kueue_System' is not a namespace name (a lower-case DNS label)",
-        "run_local_ports: grafana not a local port fairgpu uses; the names are dcgm_exporter, kueue_health, "
-        "kueue_metrics, kueue_webhook, prometheus",
+        "run_local_ports: grafana not a local port fairgpu uses; the names are dcgm_exporter, kube_state_metrics, "
+        "kube_state_metrics_telemetry, kueue_health, kueue_metrics, kueue_webhook, prometheus",
         "run_local_ports.prometheus: 'x' is not a TCP port a user process may listen on; give a number from 1024 to "
         "65535"]
     assert run_settings("site", "kwok", local_ports=[19090])["errors"] == [
-        "run_local_ports: must be a mapping (dcgm_exporter, kueue_health, kueue_metrics, kueue_webhook, prometheus), "
-        "got [19090]"]
+        "run_local_ports: must be a mapping (dcgm_exporter, kube_state_metrics, kube_state_metrics_telemetry, "
+        "kueue_health, kueue_metrics, kueue_webhook, prometheus), got [19090]"]
 
 
 def test_a_variable_that_moved_is_refused_with_its_new_place():

@@ -6,9 +6,10 @@
 #
 # Components: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd,
 # kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests), prometheus (prometheus,
-# promtool; the monitoring role's local server and the rule tests), helm (the helm modes' client, with Kueue's own
-# chart as the Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring
-# objects' test). `ensure` without components builds the first five: the last two only where asked for.
+# promtool; the monitoring role's local server and the rule tests), kube-state-metrics (the local monitoring's
+# source of the nodes' allocatable GPUs and readiness), helm (the helm modes' client, with Kueue's own chart as the
+# Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring objects' test).
+# `ensure` without components builds the first six: the last two only where asked for.
 #
 # Versions come from versions.env beside this script unless the environment sets them. The cache is
 # ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
@@ -188,6 +189,18 @@ build_prometheus() {
     "github.com/prometheus/prometheus/cmd/prometheus@$mv" "github.com/prometheus/prometheus/cmd/promtool@$mv"
 }
 
+# kube-state-metrics from the Go module k8s.io/kube-state-metrics/v2 (no replaces: plain go install), with the
+# version its release sets (github.com/prometheus/common/version, as its Makefile's ldflags do).
+build_kube_state_metrics() {
+  local v=$KUBE_STATE_METRICS_VERSION out p=github.com/prometheus/common/version
+  out=$(component_dir kube-state-metrics "$v")
+  mkdir -p "$out/bin"
+  say "building kube-state-metrics $v"
+  with_heartbeat "building kube-state-metrics $v" env GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X $p.Version=$v -X $p.Branch=release -X $p.BuildUser=fairgpu" \
+    "k8s.io/kube-state-metrics/v2@$v"
+}
+
 ensure() {
   local name=$1 version dir
   version=$(version_of "$name")
@@ -208,18 +221,20 @@ version_of() {
   case $1 in
     kubernetes) echo "$KUBERNETES_VERSION" ;; etcd) echo "$ETCD_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;; prometheus) echo "$PROMETHEUS_VERSION" ;;
+    kube-state-metrics) echo "$KUBE_STATE_METRICS_VERSION" ;;
     helm) echo "$HELM_VERSION" ;; prometheus-operator) echo "$PROMETHEUS_OPERATOR_VERSION" ;;
-    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus helm prometheus-operator)" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus kube-state-metrics helm prometheus-operator)" ;;
   esac
 }
 
 manifest() {
-  local k e w q p h o
+  local k e w q p s h o
   k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
   e=$(component_dir etcd "$ETCD_VERSION")/bin
   w=$(component_dir kwok "$KWOK_VERSION")/bin
   q=$(component_dir kueue "$KUEUE_VERSION")
   p=$(component_dir prometheus "$PROMETHEUS_VERSION")/bin
+  s=$(component_dir kube-state-metrics "$KUBE_STATE_METRICS_VERSION")/bin
   h=$(component_dir helm "$HELM_VERSION")
   o=$(component_dir prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
   local names=""
@@ -227,11 +242,12 @@ manifest() {
   cat <<EOF
 {"cache": "$cache", "built": [$names],
  "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION",
-  "prometheus": "$PROMETHEUS_VERSION", "helm": "$HELM_VERSION", "prometheus-operator": "$PROMETHEUS_OPERATOR_VERSION"},
+  "prometheus": "$PROMETHEUS_VERSION", "kube-state-metrics": "$KUBE_STATE_METRICS_VERSION", "helm": "$HELM_VERSION", "prometheus-operator": "$PROMETHEUS_OPERATOR_VERSION"},
  "binaries": {"kube-apiserver": "$k/kube-apiserver", "kube-controller-manager": "$k/kube-controller-manager",
   "kube-scheduler": "$k/kube-scheduler", "kubectl": "$k/kubectl", "etcd": "$e/etcd",
   "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue",
-  "prometheus": "$p/prometheus", "promtool": "$p/promtool", "helm": "$h/bin/helm",
+  "prometheus": "$p/prometheus", "promtool": "$p/promtool", "kube-state-metrics": "$s/kube-state-metrics",
+  "helm": "$h/bin/helm",
   "prometheus-operator": "$o/bin/prometheus-operator"},
  "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests",
  "kueue_chart": "$h/charts/kueue-$KUEUE_VERSION", "prometheus_operator_crds": "$o/crd"}
@@ -241,7 +257,7 @@ EOF
 action=ensure
 case ${1:-} in ensure | manifest) action=$1; shift ;; esac
 components=("$@")
-((${#components[@]})) || components=(etcd kwok kubernetes kueue prometheus)
+((${#components[@]})) || components=(etcd kwok kubernetes kueue prometheus kube-state-metrics)
 for c in "${components[@]}"; do version_of "$c" >/dev/null; done
 
 mkdir -p "$cache"

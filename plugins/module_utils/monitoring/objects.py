@@ -28,6 +28,8 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import 
 
 KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
+# kube-prometheus-stack's job for kube-state-metrics (its ServiceMonitor keeps the exporter's labels: honorLabels).
+KUBE_STATE_METRICS_JOB = "kube-state-metrics"
 # Prometheus's duration syntax (model.ParseDuration), units in descending order, at least one.
 DURATION_RE = re.compile(r"^(?!$)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
@@ -135,12 +137,15 @@ def tenant_relabelings(tenants, style="prometheus", source="exported_namespace")
 
 def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dcgm_target, rules_glob, tenants,
                             scrape_interval="5s", evaluation_interval="5s", kueue_namespace="kueue-system",
-                            dcgm_namespace="gpu-operator"):
+                            dcgm_namespace="gpu-operator", kube_state_metrics_target=None,
+                            monitoring_namespace="fairgpu-monitoring"):
     """The local Prometheus's configuration (a dict for prometheus.yml).
 
-    ``kueue_target``, ``dcgm_target``: ``host:port``; ``kueue_ca_file``: the CA that signed Kueue's metrics
-    certificate; ``token_file``: the ServiceAccount token file; ``rules_glob``: rule files to load. Target labels are
-    those a ServiceMonitor gives (namespace, service, pod, container, endpoint), so the series look as in a cluster.
+    ``kueue_target``, ``dcgm_target``, ``kube_state_metrics_target`` (None: not scraped): ``host:port``;
+    ``kueue_ca_file``: the CA that signed Kueue's metrics certificate; ``token_file``: the ServiceAccount token file;
+    ``rules_glob``: rule files to load. Target labels are those a ServiceMonitor gives (namespace, service, pod,
+    container, endpoint), so the series look as in a cluster; kube-state-metrics is scraped with honor_labels as
+    kube-prometheus-stack's ServiceMonitor does, its series keeping their own ``node`` and ``namespace``.
     """
     for name, value in (("scrape_interval", scrape_interval), ("evaluation_interval", evaluation_interval)):
         try:
@@ -164,7 +169,12 @@ def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dc
                  "pod": "nvidia-dcgm-exporter-simulated", "container": "nvidia-dcgm-exporter",
                  "endpoint": "gpu-metrics"}}],
              "metric_relabel_configs": tenant_relabelings(tenants)},
-        ],
+        ] + ([
+            {"job_name": KUBE_STATE_METRICS_JOB, "scheme": "http", "metrics_path": "/metrics", "honor_labels": True,
+             "static_configs": [{"targets": [kube_state_metrics_target], "labels": {
+                 "namespace": monitoring_namespace, "service": "kube-state-metrics", "pod": "kube-state-metrics-local",
+                 "container": "kube-state-metrics", "endpoint": "http"}}]},
+        ] if kube_state_metrics_target else []),
     }
 
 

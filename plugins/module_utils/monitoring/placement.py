@@ -61,6 +61,9 @@ RULE_LABELS = ("tenant", "exported_namespace", "exported_pod", "exported_contain
 
 _KUEUE_SERIES = re.compile(r"\bkueue_[A-Za-z0-9_]+|\bup\s*\{[^}]*job\s*=\s*\"kueue\"")
 _DCGM_SERIES = re.compile(r"\bDCGM_[A-Za-z0-9_]+")
+# kube-state-metrics' series (the nodes' allocatable and readiness): scraped in kube-state-metrics' own namespace,
+# which fairgpu writes no rule into; a rule that reads them is ``cross`` whatever else it reads.
+_KUBE_STATE_METRICS_SERIES = re.compile(r"\bkube_[a-z]+_[A-Za-z0-9_]+")
 _RECORDED = re.compile(r"\bfairgpu:[A-Za-z0-9_:]+")
 # A trailing "unless on () NAME": a guard that only holds the alert back while NAME has series; without them
 # (NAME left out, or read in a namespace where it has none) the alert is what it is without the guard.
@@ -77,7 +80,8 @@ def _rule_name(rule):
 
 def rule_sources(rules_text):
     """``{rule name: (source, guards)}`` of a rule file's text: ``source`` is ``kueue`` (reads only Kueue's series:
-    ``kueue_*``, ``up{job="kueue"}``), ``dcgm`` (only the DCGM exporter's ``DCGM_*``) or ``cross`` (both); a
+    ``kueue_*``, ``up{job="kueue"}``), ``dcgm`` (only the DCGM exporter's ``DCGM_*``) or ``cross`` (both, or
+    kube-state-metrics' ``kube_*``, whose namespace is neither); a
     recorded series (``fairgpu:*``) counts as what its rule reads. ``guards``: recorded series read only by a
     trailing ``unless on () NAME`` (not counted). Raises PlacementError for a rule that reads neither."""
     doc = pyyaml.require().safe_load(rules_text) or {}
@@ -98,6 +102,8 @@ def rule_sources(rules_text):
             kinds.add(KUEUE)
         if _DCGM_SERIES.search(body):
             kinds.add(DCGM)
+        if _KUBE_STATE_METRICS_SERIES.search(body):
+            kinds.add(CROSS)
         for used in _RECORDED.findall(body):
             if used in recorded and used not in seen and used != name:
                 kinds.add(source(recorded[used], seen + (name,)))
@@ -294,7 +300,7 @@ def plan(prometheuses, namespace_labels, monitoring_namespace, kueue_namespace, 
             errors.append(
                 "Prometheus %s enforces the namespace label (enforcedNamespaceLabel): each rule then reads only the "
                 "series of its PrometheusRule's namespace, and %s join Kueue's series (namespace %s) with the DCGM "
-                "exporter's (namespace %s), which no namespace can hold. Fix: exclude fairgpu's rules from "
+                "exporter's (namespace %s) or kube-state-metrics', which no namespace can hold. Fix: exclude fairgpu's rules from "
                 "enforcement (add {group: monitoring.coreos.com, resource: prometheusrules, namespace: %s, name: %s} "
                 "to the Prometheus's spec.excludedFromEnforcement; fairgpu then keeps them as written), or set "
                 "monitoring_enforced_cross_namespace_rules: omit to go without them (the guard of %s, which holds "

@@ -27,7 +27,8 @@ Pure logic, no cluster access. The rules, one place each:
   against node pools (``lab_cluster_node_pools`` / ``render_node_pools``), since those touch no cluster first.
 - **What one component needs of another**, so that no role reads another role's variables: the namespaces of Kueue,
   the GPU Operator and the monitoring (``run_namespaces``), the local ports of the embedded cluster's processes
-  (``run_local_ports``: Kueue's webhook, metrics and health ports, Prometheus, the simulated DCGM exporter), the
+  (``run_local_ports``: Kueue's webhook, metrics and health ports, Prometheus, the simulated DCGM exporter,
+  kube-state-metrics and its own metrics), the
   machine's state directory and toolchain cache, and the pinned versions (``files/lab/toolchain/versions.env``,
   read once).
 - **Local ports** (provider ``kwok`` only: the processes listen on 127.0.0.1 of this machine) are distinct and
@@ -82,7 +83,8 @@ FOLLOWS_RECORD = ("tenants", "validate", "replay")
 # The local ports of the embedded cluster's processes on 127.0.0.1; two embedded clusters on one machine need
 # their own (run_local_ports).
 LOCAL_PORT_DEFAULTS = {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081,
-                       "prometheus": 19090, "dcgm_exporter": 19400}
+                       "prometheus": 19090, "dcgm_exporter": 19400, "kube_state_metrics": 19480,
+                       "kube_state_metrics_telemetry": 19490}
 # Where each component is installed (run_namespaces).
 NAMESPACE_DEFAULTS = {"kueue": "kueue-system", "gpu_operator": "gpu-operator", "monitoring": "fairgpu-monitoring"}
 # The ConfigMap of mig-parted configurations: fairgpu writes it (role mig_config), the GPU Operator's MIG manager

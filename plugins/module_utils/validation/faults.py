@@ -59,7 +59,7 @@ DIFFERS = {
                       "Kueue: leaseDuration 15 s, renewDeadline 10 s) exit and be restarted by its kubelet; with "
                       "several API servers behind a load balancer a restart of one is no outage. An outage longer "
                       "than the node monitor's grace period (kube-controller-manager --node-monitor-grace-period: "
-                      "50 s by default, 40 s as kwokctl runs it) marks every node's pods not ready on the API "
+                      "50 s by default, 200 s as kwokctl runs it) marks every node's pods not ready on the API "
                       "server's return, and they are evicted after their unreachable toleration (300 s by default; "
                       "kubernetes/kubernetes#24200)."),
 }

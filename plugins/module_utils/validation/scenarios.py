@@ -436,8 +436,9 @@ def kueue_restart_result(flooder, arriver, reach, flood_jobs, fault, during, bac
 # the taint eviction controller deleting it (pkg/controller/tainteviction/taint_eviction.go). The controller counts
 # a node's heartbeat stale from the last lease renewal it saw itself, so an API server's return after an outage
 # longer than the node monitor's grace period (kube-controller-manager --node-monitor-grace-period: 50 s by default,
-# 40 s as kwokctl v0.8.0 runs it), or a controller-manager that relists late, marks the pods not ready; they are
-# evicted once their node.kubernetes.io/unreachable toleration ends (300 s by default; kubernetes/kubernetes#24200).
+# 200 s as kwokctl v0.8.0 runs it: heartbeatFactor 5 times 40 s), or a controller-manager that relists late, marks
+# the pods not ready; they are evicted once their node.kubernetes.io/unreachable toleration ends (300 s by default;
+# kubernetes/kubernetes#24200).
 NOT_READY_EVENT, EVICTION_EVENT = "NodeNotReady", "TaintManagerEviction"
 
 # How long a controller may take to list again once the API server is back: client-go's reflector retries a failed
