@@ -38,12 +38,13 @@ def test_variables_and_datasources():
 def test_panels_cover_the_issue():
     titles = " | ".join(p["title"] for p in dashboard.dashboard()["panels"])
     for wanted in ("GPU memory per pod", "MIG slice", "per job", "GPUs held vs guaranteed per tenant",
-                   "Pending workloads", "Admissions", "Preemptions", "Evictions", "GPUs outside Kueue per tenant"):
+                   "Pending workloads", "Admissions", "Preemptions", "Evictions", "GPUs outside Kueue per tenant",
+                   "GPU capacity: guaranteed vs offered by Ready nodes"):
         assert wanted in titles
     exprs = " ".join(e for _t, _r, e in dashboard.queries(dashboard.dashboard()))
     for metric in ("DCGM_FI_DEV_FB_USED", "fairgpu:gpu_utilisation:ratio", "kueue_cluster_queue_resource_reservation",
                    "kueue_cluster_queue_nominal_quota", "kueue_pending_workloads", "kueue_admitted_workloads_total",
-                   "kueue_preempted_workloads_total", "kueue_evicted_workloads_total"):
+                   "kueue_preempted_workloads_total", "kueue_evicted_workloads_total", "fairgpu:gpu_allocatable_ready:sum"):
         assert metric in exprs
     # DCGM's pod labels as scraped with honor_labels false; never the exporter's own namespace.
     assert "exported_pod" in exprs and not re.search(r"[{,(]\s*namespace\s*[=!~,)]", exprs)

@@ -121,6 +121,14 @@ def panels():
                  "(kueue_cluster_queue_resource_reservation{%s, %s}), \"tenant\", \"$1\", \"cluster_queue\", \"(.+)\")) "
                  "or 0 * %s), 0)" % (HELD_BY_PODS, t, GPU_RESOURCES, HELD_BY_PODS),
                  "{{tenant}} outside Kueue")], 0, 32, w=24),
+        _panel(10, "GPU capacity: guaranteed vs offered by Ready nodes",
+               "Per GPU resource (spelled as kube-state-metrics spells it: nvidia_com_gpu), the devices every "
+               "ClusterQueue is guaranteed (nominal quotas, all tenants) against the allocatable devices of the "
+               "nodes whose Ready condition is True (kube-state-metrics). A node NotReady or deleted lowers the "
+               "offer; below the guarantees, Kueue still admits up to them and the excess waits for GPUs that are "
+               "gone (FairgpuGuaranteesOverCapacity). Not filtered by tenant.", "short",
+               [("fairgpu:gpu_nominal_quota:sum", "{{resource}} guaranteed"),
+                ("fairgpu:gpu_allocatable_ready:sum", "{{resource}} offered by Ready nodes")], 0, 40, w=24),
     ]
 
 
