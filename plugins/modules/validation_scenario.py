@@ -31,6 +31,13 @@ description:
     the second tenant submits its guarantee. Judged are every Workload there after the outage with its admission's
     conditions unchanged, the second tenant's time-to-guarantee and its pods running, Kueue's reserved GPUs against
     its Workloads on every read, no pod marked not ready or evicted for its node, every Job done once.
+  - C(gpu_node_loss), a fault scenario of the embedded cluster only. Both tenants hold their guarantee, then the GPU
+    node running most of their pods stops reporting (its Lease taken from its kubelet, Ready False), is deleted, and
+    a node of the same name joins again once PodGC has removed its pods (O(faults)). Judged are the node lifecycle
+    controller's taint, PodGC's removal, every Job that lost a pod run again and succeeded with no failure counted
+    against its backoffLimit (the load Jobs' podFailurePolicy ignores DisruptionTarget), every Workload evicted
+    only by waitForPodsReady or preemption (counted, with reasons), none deactivated, every Job done once, and on
+    Prometheus C(FairgpuGuaranteesOverCapacity) firing while the node was away.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
@@ -46,7 +53,8 @@ options:
     description: The scenario.
     type: str
     required: true
-    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart, control_plane_restart]
+    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart, control_plane_restart,
+              gpu_node_loss]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -97,7 +105,10 @@ options:
         back when a new one is Ready). The control plane's is C({kwokctl: {binary, workdir, cluster, lock}}): the
         embedded cluster's etcd and kube-apiserver, killed with SIGKILL and started again by C(kwokctl start cluster)
         with C(KWOK_WORKDIR=workdir), holding the flock of C(lock) meanwhile; nothing else can restart a control
-        plane. A scenario that fails while a component is down starts it again before it reports."
+        plane. A GPU node's (C(gpu_node) for C(gpu_node_loss)) is C({kwok: true}): the embedded cluster's kwok node
+        running most of the scenario's pods, its Lease taken over and Ready False posted, then deleted and created
+        again; no other node is taken away. A scenario that fails while a component is down starts it again (a lost
+        node joins again) before it reports."
     type: dict
     default: {}
 requirements:
@@ -156,7 +167,7 @@ def argspec():
     spec.update(
         name=dict(type="str", required=True,
                   choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart",
-                           "prometheus_restart", "control_plane_restart"]),
+                           "prometheus_restart", "control_plane_restart", "gpu_node_loss"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),

@@ -285,10 +285,11 @@ def test_after_kueue_is_back_a_workload_may_finish_or_be_preempted_but_not_be_ad
                  ("Evicted", "True", "PodsReadyTimeout", "2026-12-06T10:06:00Z")]
     after = scenarios.admissions_after_kueue(before, [workload("a1", conditions=timed_out)])
     assert after["evicted"] == {} and after["timed_out"] == 1
+    # Kueue v0.19.2's reason for a deactivation after the requeuing limit (patching.ReasonWithCause)
     deactivated = [("QuotaReserved", "False", "Pending", "2026-12-06T10:06:00Z"),
-                   ("Evicted", "True", "InactiveWorkload", "2026-12-06T10:06:00Z")]
+                   ("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "2026-12-06T10:06:00Z")]
     assert scenarios.admissions_after_kueue(before, [workload("a1", conditions=deactivated)])["evicted"] == {
-        "a1": "InactiveWorkload"}
+        "a1": "DeactivatedDueToRequeuingLimitExceeded"}
     assert scenarios.admissions_after_kueue(before, [])["lost"] == ["a1"]  # the pending one is not judged
 
 
@@ -531,3 +532,171 @@ def test_a_scenario_that_stops_while_a_component_is_down_brings_it_back_first():
     assert run.repair() == ("; control_plane: kwokctl start cluster c1 exited 1; start them with: ...; "
                             "Kueue started again")
     assert back.started == 1 and stuck.started == 1 and run.broken == {} and run.repair() == ""
+
+
+# --- a GPU node goes away (gpu_node_loss) ---------------------------------------------------------------------------
+
+class Cluster(object):
+    """What GpuNode touches of a cluster: two GPU nodes, the scenario's pods on them, the nodes' Leases and the
+    admission policies; a node created again loses the GPUs of its status as an API server that drops the status of
+    a create would, so that only the status patch (the device plugin's part) gives them back."""
+
+    def __init__(self):
+        self.nodes = dict((n, self.node(n)) for n in ("gpu-node-0", "gpu-node-1"))
+        self.pods = [self.pod("team-a", "j-%d-x" % i, "gpu-node-%d" % (i % 2 or i > 4)) for i in range(6)]
+        self.leases = dict((n, {"spec": {"holderIdentity": "kwok"}}) for n in self.nodes)
+        self.policies, self.calls = {}, []
+
+    @staticmethod
+    def node(name, gpus="8"):
+        return {"metadata": {"name": name, "labels": {"fairgpu.io/node-pool": "gpu"},
+                             "annotations": {"kwok.x-k8s.io/node": "fake"}, "uid": "u-" + name},
+                "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                                    {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "32"}, "capacity": {"nvidia.com/gpu": gpus},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    @staticmethod
+    def pod(namespace, name, node, phase="Running"):
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node},
+                "status": {"phase": phase}}
+
+    def resource(self, kind, api_version):
+        return type("Resource", (), {"kind": kind, "subresources": {"status": kind + "/status"}})()
+
+    def get(self, resource, name=None, namespace=None, label_selector=None):
+        kind = resource.kind
+        if name is not None:
+            if name not in self.nodes:
+                raise faults.NotFoundError("gone")
+            found = self.nodes[name]
+            return type("One", (), {"to_dict": lambda _self: found})()
+        items = list(self.nodes.values()) if kind == "Node" else list(self.pods)
+        return type("List", (), {"to_dict": lambda _self: {"items": items}})()
+
+    def apply(self, resource, body, namespace, **params):
+        self.calls.append(("apply", body["kind"], body["metadata"]["name"]))
+        if body["kind"] == "Lease":
+            self.leases[body["metadata"]["name"]] = body
+        else:
+            self.policies[body["kind"]] = body
+
+    def patch(self, resource, body, name=None, **params):
+        self.calls.append(("patch", resource, name))
+        status = self.nodes[name]["status"]
+        for condition in body["status"].get("conditions") or []:
+            status["conditions"] = [c for c in status["conditions"] if c["type"] != condition["type"]] + [condition]
+        status.update(dict((k, v) for k, v in body["status"].items() if k != "conditions"))
+
+    def delete(self, resource, name=None, namespace=None):
+        self.calls.append(("delete", resource.kind, name))
+        store = {"Node": self.nodes, "Lease": self.leases}.get(resource.kind, self.policies)
+        key = name if resource.kind in ("Node", "Lease") else resource.kind
+        if key not in store:
+            raise faults.NotFoundError("gone")
+        del store[key]
+
+    def create(self, resource, body):
+        self.calls.append(("create", resource.kind, body["metadata"]["name"]))
+        created = dict(body, status={"conditions": [{"type": "Ready", "status": "True"}]})  # kwok's Ready, no GPUs
+        self.nodes[body["metadata"]["name"]] = created
+
+
+def test_the_gpu_node_fault_refuses_any_cluster_but_the_embedded_one():
+    with pytest.raises(faults.FaultError, match="validate_fault_gpu_node.kwok"):
+        faults.fault("gpu_node", {}, Cluster(), Waiter())
+    assert isinstance(faults.fault("gpu_node", {"kwok": True}, Cluster(), Waiter()), faults.GpuNode)
+
+
+def test_the_gpu_node_running_most_pods_is_lost_silenced_and_joins_again_as_it_was():
+    cluster = Cluster()
+    node = faults.fault("gpu_node", {"kwok": True}, cluster, Waiter(), pod_selector="v=s", resources=["nvidia.com/gpu"])
+    stopped = node.stop()
+    # gpu-node-1 runs four of the six pods; the policy is in place before the node is reported not ready
+    assert stopped["node"] == "gpu-node-1" and stopped["gpus"] == 8 and stopped["offered_before"] == 16
+    assert stopped["pods"] == ["team-a/j-1-x", "team-a/j-3-x", "team-a/j-5-x", "team-a/j-6-x"][:len(stopped["pods"])]
+    assert [c[:2] for c in cluster.calls[:4]] == [("apply", "ValidatingAdmissionPolicy"),
+                                                  ("apply", "ValidatingAdmissionPolicyBinding"), ("apply", "Lease"),
+                                                  ("patch", "Node/status")]
+    assert cluster.leases["gpu-node-1"]["spec"]["holderIdentity"] == faults.LEASE_HOLDER
+    ready = [c for c in cluster.nodes["gpu-node-1"]["status"]["conditions"] if c["type"] == "Ready"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady") and node.offered() == 8
+    # the policy refuses what only the lost kubelet writes: its pods' Running and Succeeded
+    expression = cluster.policies["ValidatingAdmissionPolicy"]["spec"]["validations"][0]["expression"]
+    assert "'gpu-node-1'" in expression and "['Running', 'Succeeded']" in expression
+    node.delete()
+    assert "gpu-node-1" not in cluster.nodes
+    back = node.start()
+    assert back["gpus"] == 8 and cluster.policies == {} and "gpu-node-1" not in cluster.leases
+    again = cluster.nodes["gpu-node-1"]
+    # the node the lab made, without the controller's not-ready taint; its GPUs from the status patch
+    assert again["metadata"]["labels"] == {"fairgpu.io/node-pool": "gpu"} and "uid" not in again["metadata"]
+    assert again["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert again["status"]["allocatable"]["nvidia.com/gpu"] == "8" and node.offered() == 16
+
+
+def test_a_gpu_node_that_was_not_deleted_is_handed_back_to_its_kubelet():
+    cluster = Cluster()
+    node = faults.GpuNode(cluster, Waiter(), "v=s", ["nvidia.com/gpu"])
+    node.stop()
+    cluster.nodes["gpu-node-1"]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # kwok, once free
+    node.start()
+    assert ("create", "Node", "gpu-node-1") not in cluster.calls and "gpu-node-1" not in cluster.leases
+
+
+def test_a_gpu_node_is_not_lost_when_no_pod_of_the_scenario_runs_on_one():
+    cluster = Cluster()
+    cluster.pods = []
+    with pytest.raises(faults.FaultError, match="no pod of the scenario"):
+        faults.GpuNode(cluster, Waiter(), "v=s", ["nvidia.com/gpu"]).stop()
+    assert cluster.calls == [] and not faults.GpuNode.touched
+
+
+def lost(**changes):
+    """gpu_node_loss_result's arguments for a node lost with two pods of team-a and one of team-b, everything as it
+    should be; ``changes`` replaces any of them."""
+    jobs = [job("j-a-%d" % i) for i in range(8)] + [job("j-b-%d" % i) for i in range(8)]
+    pods = [pod("j-a-%d" % i, "Succeeded") for i in range(8)] + [pod("j-b-%d" % i, "Succeeded") for i in range(8)]
+    for p in pods:
+        p["metadata"]["name"] = p["metadata"]["labels"]["job-name"] + "-new"
+    values = dict(
+        tenants=[A, B], fault={"how": "lost", "ts": 1000.0, "node": "gpu-node-1", "gpus": 8,
+                               "pods": ["team-a/j-a-0-old", "team-a/j-a-1-old", "team-b/j-b-0-old"],
+                               "offered_before": 16},
+        tainted={"held": True, "seconds": 1.2, "taints": ["node.kubernetes.io/not-ready"]},
+        deleted={"ts": 1020.0}, gone={"held": True, "seconds": 55.0, "left": []},
+        back={"ready_seconds": 1.0, "gpus": 8},
+        capacity_alert={"fired_ts": 1019.0, "offered": 8.0, "guaranteed": 16.0, "for": "15s"},
+        before=[workload("j-a-0"), workload("j-a-1"), workload("j-b-0")],
+        after=[workload("j-a-0", evictions=[("PodsReadyTimeout", "RecoveryTimeout", 1)]), workload("j-a-1"),
+               workload("j-b-0")],
+        jobs=jobs, pods=pods, finished={"elapsed": 70.0, "timeline": []}, guaranteed=16)
+    values.update(changes)
+    return values
+
+
+def test_gpu_node_loss_passes_when_the_lost_jobs_ran_again_and_fails_each_way_a_cluster_can_break():
+    good = scenarios.gpu_node_loss_result(**lost())
+    assert failing(good) == [], good["checks"]
+    assert good["metrics"]["gpus_offered_during"] == 8 and good["metrics"]["evicted_pods_ready_timeout"] == 1
+    # the node lifecycle controller never tainted the node: the node was not seen lost
+    assert failing(scenarios.gpu_node_loss_result(**lost(tainted={"held": False, "seconds": 120.0, "taints": []})))
+    # a lost pod that completed all the same (the Job's only Succeeded pod is the lost one)
+    args = lost()
+    args["pods"][0]["metadata"]["name"] = "j-a-0-old"
+    (check,) = failing(scenarios.gpu_node_loss_result(**args))
+    assert check.startswith("every Job that lost its pod")
+    # the lost pod counted as a failure (no podFailurePolicy): the Job failed
+    args = lost()
+    args["jobs"][1]["status"] = {"failed": 1}
+    assert any(c.startswith("every Job that lost its pod") for c in failing(scenarios.gpu_node_loss_result(**args)))
+    # deactivated after the requeuing limit: its Job stays suspended, lost
+    args = lost(after=[workload("j-a-0", evictions=[("Deactivated", "RequeuingLimitExceeded", 1)]),
+                       workload("j-a-1"), workload("j-b-0")])
+    assert any(c.startswith("every Workload requeued") for c in failing(scenarios.gpu_node_loss_result(**args)))
+    # the capacity alert never fired
+    args = lost(capacity_alert={"fired_ts": None, "offered": 16.0, "guaranteed": 16.0, "for": "15s"})
+    assert failing(scenarios.gpu_node_loss_result(**args)) == [
+        "FairgpuGuaranteesOverCapacity fires while the node is away (guarantees above what the Ready nodes offer)"]
+    # without Prometheus there is no alert to judge
+    assert len(scenarios.gpu_node_loss_result(**lost(capacity_alert=None))["checks"]) == 5

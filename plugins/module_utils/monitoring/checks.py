@@ -156,6 +156,8 @@ def alert_spans(matrix, alertname, tenant, step="5s", state="firing"):
 
 
 KUEUE_DOWN = "FairgpuKueueDown"
+# The capacity alert the gpu_node_loss scenario must see firing while the node is away.
+GUARANTEES_OVER_CAPACITY = "FairgpuGuaranteesOverCapacity"
 
 
 def kueue_down_check(alerts_matrix, down_ts, back_ts, for_seconds, step_seconds):

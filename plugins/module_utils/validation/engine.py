@@ -143,6 +143,19 @@ def prometheus_restart_plan(run):
     return values
 
 
+def gpu_node_loss_plan(run):
+    """Both tenants hold their guarantee with one-GPU Jobs that outlast the loss (the outage and a flood's run
+    time); every tenant's guarantee counts for the capacity the node's loss leaves."""
+    values = _common(run)
+    a, b = values["a"], values["b"]
+    settings = run.settings
+    values.update(scenario="gpu_node_loss", a_jobs=a["gpus"], b_jobs=b["gpus"], workloads=a["gpus"] + b["gpus"],
+                  seconds=int(settings["fault_down_seconds"]) + int(settings["flood_seconds"]),
+                  guaranteed=sum(t["gpus"] for t in run.all_tenants),
+                  resources=sorted(set(t["gpu_resource"] for t in run.all_tenants)))
+    return values
+
+
 def mig_plan(run):
     plan = _common(run)
     a, b, extra = plan["a"], plan["b"], run.settings["mig_extra_jobs"]
@@ -204,6 +217,14 @@ def judge_control_plane_restart(plan, kept, settings):
         kept["running"], kept["finished"], kept["all_jobs"], kept["all_pods"], kept["events"],
         float(settings["fault_guarantee_bound_seconds"]), float(settings["accounting_grace_seconds"]),
         running_bound_seconds=float(settings["running_bound_seconds"]), earlier=kept["flooded"]["timeline"])
+    return _with_noise(result, kept)
+
+
+def judge_gpu_node_loss(plan, kept, settings):
+    result = scenarios.gpu_node_loss_result(
+        [plan["a"], plan["b"]], kept["fault"], kept["tainted"], kept["deleted"], kept["gone"], kept["back"],
+        kept.get("capacity_alert"), kept["workloads_before"], kept["workloads_after"], kept["all_jobs"],
+        kept["all_pods"], kept["finished"], plan["guaranteed"])
     return _with_noise(result, kept)
 
 
@@ -359,6 +380,36 @@ PROMETHEUS_RESTART = Scenario(prometheus_restart_plan, [
 ], [judge_prometheus_restart])
 
 
+# A GPU node goes away while both tenants use their guarantees (docs/failures.md): the node lifecycle controller
+# taints it within its monitor period (--node-monitor-period: 5 s upstream, 25 s as kwokctl v0.8.0 runs it), PodGC
+# removes the pods of a deleted node after 40 s of quarantine, checked every 20 s (kubernetes v1.36.3
+# pkg/controller/podgc/gc_controller.go, quarantineTime, gcCheckPeriod); the waits allow twice that.
+GPU_NODE_LOSS = Scenario(gpu_node_loss_plan, [
+    Step("mark", "the time the scenario starts", save="start_ts"),
+    Step("submit", "both tenants submit one one-GPU Job of {seconds} s per guaranteed GPU ({a[name]}: {a_jobs}, "
+         "{b[name]}: {b_jobs})", jobs=[("a", "a_jobs", 0, False), ("b", "b_jobs", 0, False)]),
+    Step("wait_pods_started", "until every admitted pod has started", save="started"),
+    Step("read", "the tenants' Workloads before the loss", kind="Workload", save="workloads_before"),
+    Step("fault_stop", "the GPU node running most of their pods stops reporting (not ready)", component="gpu_node",
+         save="fault"),
+    Step("node_watch", "until the node lifecycle controller taints it not ready", condition="tainted", timeout=120,
+         save="tainted"),
+    Step("prometheus_capacity", "until Prometheus fires FairgpuGuaranteesOverCapacity", when="prometheus",
+         save="capacity_alert"),
+    Step("node_delete", "the Node is deleted (its machine is gone)", save="deleted"),
+    Step("node_watch", "until PodGC has removed its pods", condition="pods_gone", timeout=180, save="gone"),
+    Step("fault_start", "a node of the same name joins again", component="gpu_node", save="back"),
+    Step("wait", "until every Job has finished", tenant="a", until={"all_finished": True,
+         "workloads_at_least": "workloads"}, pods=True, gpu_pods=True, timeout="finish_timeout", save="finished"),
+    Step("read", "the tenants' Workloads at the end", kind="Workload", save="workloads_after"),
+    Step("read", "every Job of the scenario", kind="Job", save="all_jobs"),
+    Step("read", "every pod of the scenario", kind="Pod", save="all_pods"),
+    Step("prometheus_noise", "Kueue's own errors and evictions, from its metrics", when="prometheus",
+         since="start_ts"),
+    Step("cleanup", "clean up"),
+], [judge_gpu_node_loss])
+
+
 SCENARIOS = {
     "baseline": Scenario(baseline_plan, [
         Step("submit", "{jobs} one-GPU Jobs per tenant", jobs=[("a", "jobs", 0, False), ("b", "jobs", 0, False)]),
@@ -377,6 +428,8 @@ SCENARIOS = {
     "kueue_restart": KUEUE_RESTART,
     # etcd and the API server killed while one tenant floods; the other arrives once they are back.
     "control_plane_restart": CONTROL_PLANE_RESTART,
+    # A GPU node of the embedded cluster lost and replaced while both tenants use their guarantees.
+    "gpu_node_loss": GPU_NODE_LOSS,
     # Prometheus killed while the over-guarantee alert fires (docs/failures.md).
     "prometheus_restart": PROMETHEUS_RESTART,
     # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
@@ -573,7 +626,9 @@ class Run(object):
     def do_fault_stop(self, plan, kept, title, component, save):
         """Take ``component`` down (``faults.py``); keeps ``{"how", "ts", ...}``, ts the Unix time just before."""
         try:
-            injector = faults.fault(component, self.faults.get(component), self.client, self.waiter)
+            injector = faults.fault(component, self.faults.get(component), self.client, self.waiter,
+                                    pod_selector="%s=%s" % (VALIDATION_LABEL, plan["scenario"]),
+                                    resources=plan.get("resources") or ())
         except faults.FaultError as exc:
             raise StepFailed("%s: %s" % (title, exc))
         started = self.waiter.wall()
@@ -590,6 +645,42 @@ class Run(object):
             kept[save] = dict(self.broken.pop(component).start(), ts=self.waiter.wall())
         except faults.FaultError as exc:
             raise StepFailed("%s: %s" % (title, exc))
+
+    def do_node_delete(self, plan, kept, title, save):
+        """Delete the lost node (the ``gpu_node`` fault's); keeps ``{"node", "ts"}``."""
+        kept[save] = dict(self.broken["gpu_node"].delete(), ts=self.waiter.wall())
+
+    def do_node_watch(self, plan, kept, title, condition, timeout, save):
+        """Read the lost node until ``condition`` holds: ``tainted`` (a taint of the node lifecycle controller's for a
+        node not ready) or ``pods_gone`` (none of the pods it ran is left); keeps ``{"held", "seconds" (since the
+        fault began, or since the deletion for pods_gone), "ts", "taints" | "left"}``. Not holding is judged."""
+        node = kept["fault"]["node"]
+        since = kept["deleted"]["ts"] if condition == "pods_gone" else kept["fault"]["ts"]
+        nodes, pods = self.resource("Node", "v1"), self.resource("Pod", "v1")
+
+        def taints():
+            try:
+                found = self.client.get(nodes, name=node).to_dict()
+            except NotFoundError:
+                return []
+            return sorted(set(t["key"] for t in (found.get("spec") or {}).get("taints") or []
+                              if t.get("key") in faults.NOT_READY_TAINTS))
+
+        def left():
+            there = []
+            for key in kept["fault"]["pods"]:
+                namespace, name = key.split("/", 1)
+                try:
+                    self.client.get(pods, name=name, namespace=namespace)
+                    there.append(key)
+                except NotFoundError:
+                    pass
+            return there
+        read, holds = (taints, bool) if condition == "tainted" else (left, lambda found: not found)
+        held, found, _elapsed = self.waiter.wait(read, self.value(plan, timeout), POLL, holds)
+        now = self.waiter.wall()
+        kept[save] = {"held": held, "seconds": round(now - since, 1), "ts": now,
+                      ("taints" if condition == "tainted" else "left"): found}
 
     def do_pause(self, plan, kept, title, seconds):
         """Let ``seconds`` pass, reading nothing (the API server is down)."""
@@ -696,6 +787,20 @@ class Run(object):
         kept["plots"] = [{"file": name, "title": "GPUs held vs guaranteed and pending workloads per tenant, from "
                                                  "Prometheus"}] if written else []
 
+    def do_prometheus_capacity(self, plan, kept, title, save):
+        """Until Prometheus fires FairgpuGuaranteesOverCapacity (its ``for:`` as Prometheus evaluates it, then the
+        scrapes); keeps ``{"fired_ts": Unix time first seen firing or None, "for", "offered", "guaranteed"}``, both
+        sides as the recording rules say then. Not firing within alert_timeout is judged."""
+        name = alert_checks.GUARANTEES_OVER_CAPACITY
+        held, _found, _elapsed = self.waiter.wait(
+            lambda: self.ask("query", 'ALERTS{alertname="%s", alertstate="firing"}' % name),
+            self.settings["alert_timeout"], 2, bool)
+        sides = dict((key, sum(float(r["value"][1]) for r in self.ask("query", query) or []))
+                     for key, query in (("offered", "fairgpu:gpu_allocatable_ready:sum"),
+                                        ("guaranteed", "fairgpu:gpu_nominal_quota:sum")))
+        kept[save] = dict(sides, fired_ts=self.waiter.wall() if held else None,
+                          **{"for": "%ds" % alert_checks.rule_durations(self.ask("rules") or []).get(name, 120)})
+
     def do_prometheus_kueue(self, plan, kept, title):
         """What Prometheus saw of Kueue's outage: FairgpuKueueDown's series and rule, once Prometheus scrapes Kueue
         again; then Kueue's noise."""
@@ -726,10 +831,12 @@ class Run(object):
                       "for_state": float(state[0]["value"][1]) if state else None}
         kept["rules"] = self.ask("rules") or kept.get("rules") or []
 
-    def do_prometheus_noise(self, plan, kept, title):
-        """Kueue's reconciler errors and evictions over the scenario so far, from its own metrics
-        (``alert_checks.kueue_noise``); nothing when Prometheus does not answer."""
-        window = int(self.waiter.wall() - kept["flooded"]["timeline"][0]["ts"]) + 10
+    def do_prometheus_noise(self, plan, kept, title, since=None):
+        """Kueue's reconciler errors and evictions over the scenario so far (from the flood's first read, or the
+        time kept as ``since``), from its own metrics (``alert_checks.kueue_noise``); nothing when Prometheus does
+        not answer."""
+        start = kept[since] if since else kept["flooded"]["timeline"][0]["ts"]
+        window = int(self.waiter.wall() - start) + 10
         errors = self.ask("query", 'sum by (controller) (increase(controller_runtime_reconcile_errors_total'
                                    '{job="kueue"}[%ds]))' % window)
         evictions = self.ask("query", 'sum by (reason) (increase(kueue_evicted_workloads_total{job="kueue"}[%ds]))'

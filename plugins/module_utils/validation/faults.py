@@ -17,6 +17,16 @@ server); three ways to take one down, as the cluster runs it (``fault``):
   ``ForkExec``) with the command lines of the cluster's ``kwok.yaml``: the same ports, data directory and flags.
   The controller-manager, the scheduler, kwok and Kueue keep running and reconnect. A control plane fairgpu did not
   make is not restarted by fairgpu (its hosts are not fairgpu's to touch).
+- ``GpuNode``: a simulated GPU node of the embedded cluster goes away as a machine does: its kubelet stops
+  renewing the node's Lease and reports the node not ready, then the Node is deleted, then a machine of the same
+  name joins again. kwok is the embedded cluster's kubelet; it renews a node's Lease only while it holds it (kwok
+  v0.8.0 ``pkg/kwok/controllers/node_lease_controller.go``: a Lease another holder renewed within its
+  leaseDurationSeconds is not taken over) and leaves a node it does not hold alone, its pods included
+  (``controller.go`` ``readOnlyFunc``). So the fault takes the node's Lease over and posts the Ready condition a
+  kubelet posts when its container runtime is down (``KubeletNotReady``), and an admission policy refuses the pod
+  completions kwok had already scheduled for that node (``POLICY_NAME``); the node lifecycle controller, the taint
+  eviction controller, PodGC, the Job controller and Kueue then do what they do. A node of a cluster fairgpu did not
+  make is not fairgpu's to take away.
 
 What differs on the embedded cluster is each component's ``DIFFERS`` (docs/failures.md), said in the report.
 """
@@ -29,8 +39,10 @@ import fcntl
 import os
 import signal
 import subprocess
+import time
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import listed
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import ADMISSION_API
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import service as lab_service
 
 try:
@@ -63,7 +75,28 @@ DIFFERS = {
                       "server's return, and they are evicted after their unreachable toleration (300 s by default; "
                       "kubernetes/kubernetes#24200)."),
 }
-NAMES = {"kueue": "Kueue", "prometheus": "Prometheus", "control_plane": "the control plane"}
+DIFFERS["gpu_node"] = (
+    "On the embedded cluster the node is a kwok node: the fault takes its Lease over from kwok, its simulated "
+    "kubelet, and posts Ready False (KubeletNotReady) as a kubelet whose container runtime is down does; its pods "
+    "keep the status they had (no kubelet to kill their containers), as the pods of a machine that lost power "
+    "or network do. On a cluster a node's kubelet, its machine or its network fails; fairgpu takes no node of a "
+    "cluster it did not make away. The machine that joins again has the same name, labels and GPUs (a "
+    "replacement from the same node pool); a cloud's node group may give it another name.")
+NAMES = {"kueue": "Kueue", "prometheus": "Prometheus", "control_plane": "the control plane", "gpu_node": "a GPU node"}
+# What the fault writes as the node's kubelet: the Lease's holder, and the Ready condition a kubelet posts when its
+# container runtime is down (kubernetes v1.36.3 pkg/kubelet/nodestatus/setters.go ReadyCondition: reason
+# KubeletNotReady, the runtime's error as message).
+LEASE_HOLDER = "fairgpu-validate-node-loss"
+NOT_READY_REASON = "KubeletNotReady"
+# kwok plays a pod's stage at the time it computed when the pod last changed (kwok v0.8.0
+# pkg/kwok/controllers/pod_controller.go: the read-only check is made when an event arrives, not when a queued stage
+# is played), so the pods of a node it no longer holds still complete on time: a lost machine's pods would succeed.
+# While the node is lost an admission policy refuses any write of a pod of that node to phase Succeeded or Running,
+# what only its kubelet writes; the node lifecycle controller's Ready False and PodGC's Failed go through.
+POLICY_NAME = "fairgpu-validate-node-loss"
+# The taints the node lifecycle controller puts on a node whose Ready condition is False or Unknown
+# (pkg/controller/nodelifecycle/node_lifecycle_controller.go, v1.36.3; k8s.io/api core/v1 well_known_taints.go).
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 class LocalProcess(object):
@@ -276,6 +309,172 @@ class ControlPlane(object):
             self._locked = None
 
 
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _micro_now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
+def node_ready(node):
+    """Whether a Node object (a dict) has its Ready condition True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def node_devices(node, resources):
+    """Devices of ``resources`` (names such as nvidia.com/gpu) a Node object's allocatable offers."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return sum(int(str(allocatable.get(r, 0)) or 0) for r in resources)
+
+
+class GpuNode(object):
+    """One GPU node of the embedded cluster, lost and replaced (``stop``: not ready; ``delete``: the Node deleted;
+    ``start``: a node of the same name joins again). ``client``: kubernetes.core's K8SClient; ``pod_selector``: the
+    label selector of the scenario's pods, by which the node is chosen (the one running most of them);
+    ``resources``: the GPU resources counted (the tenants'). The node's object is kept as it was, to be created
+    again."""
+
+    touched = False  # set once the fault has begun: from then on the node must be brought back
+
+    def __init__(self, client, waiter, pod_selector, resources, ready_timeout=120):
+        self.client, self.waiter, self.pod_selector = client, waiter, pod_selector
+        self.resources, self.ready_timeout = tuple(resources), ready_timeout
+        self.how = ("the node's Lease taken over from its kubelet (kwok), the node reported not ready (%s), then "
+                    "deleted" % NOT_READY_REASON)
+        self.differs = DIFFERS["gpu_node"]
+        self.node, self.saved, self.deleted = None, None, False
+
+    def _nodes(self):
+        return listed(self.client, "Node")
+
+    def _pods_on(self, name):
+        pods = listed(self.client, "Pod", label_selector=self.pod_selector)
+        return sorted("%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
+                      if (p.get("spec") or {}).get("nodeName") == name and not p["metadata"].get("deletionTimestamp")
+                      and (p.get("status") or {}).get("phase") in ("Pending", "Running"))
+
+    def _policy(self, name):
+        """The admission policy and its binding that play the lost kubelet's silence (``POLICY_NAME``)."""
+        expression = ("!(has(object.spec.nodeName) && object.spec.nodeName == '%s' && has(object.status.phase) && "
+                      "object.status.phase in ['Running', 'Succeeded'] && (!has(oldObject.status.phase) || "
+                      "oldObject.status.phase != object.status.phase))" % name)
+        return [
+            {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+             "metadata": {"name": POLICY_NAME},
+             "spec": {"failurePolicy": "Fail",
+                      "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                              "operations": ["UPDATE"],
+                                                              "resources": ["pods", "pods/status"]}]},
+                      "validations": [{"expression": expression,
+                                       "message": "node %s is lost (fairgpu validate gpu_node_loss): its kubelet "
+                                                  "reports nothing" % name}]}},
+            {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": {"name": POLICY_NAME},
+             "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]}},
+        ]
+
+    def _remove_policy(self):
+        for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+            try:
+                self.client.delete(self.client.resource(kind, ADMISSION_API), name=POLICY_NAME)
+            except NotFoundError:
+                pass
+
+    def offered(self):
+        """Devices of ``resources`` on the nodes whose Ready condition is True, as the cluster says now."""
+        return sum(node_devices(n, self.resources) for n in self._nodes() if node_ready(n))
+
+    def stop(self):
+        """Choose the GPU node that runs most of the scenario's pods, take its Lease and post Ready False;
+        ``{"how", "node", "gpus": its devices, "pods": its scenario pods (namespace/name), "offered_before"}``."""
+        nodes = [n for n in self._nodes() if node_devices(n, self.resources) > 0 and node_ready(n)]
+        if not nodes:
+            raise FaultError("gpu_node: no Ready node offers %s; nothing was changed" % ", ".join(self.resources))
+        on = dict((n["metadata"]["name"], self._pods_on(n["metadata"]["name"])) for n in nodes)
+        chosen = max(nodes, key=lambda n: (len(on[n["metadata"]["name"]]), n["metadata"]["name"]))
+        name = self.node = chosen["metadata"]["name"]
+        if not on[name]:
+            raise FaultError("gpu_node: no pod of the scenario (%s) runs on a GPU node; nothing was changed"
+                             % self.pod_selector)
+        offered_before = self.offered()
+        self.saved = chosen
+        self.touched = True
+        for body in self._policy(name):
+            self.client.apply(self.client.resource(body["kind"], body["apiVersion"]), body, None, server_side=True,
+                              field_manager=LEASE_HOLDER, force_conflicts=True)
+        leases = self.client.resource("Lease", "coordination.k8s.io/v1")
+        self.client.apply(leases, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": LEASE_HOLDER, "leaseDurationSeconds": 3600, "renewTime": _micro_now()}},
+            namespace="kube-node-lease", server_side=True, field_manager=LEASE_HOLDER, force_conflicts=True)
+        stamp = _now()
+        self.client.patch(self.client.resource("Node", "v1").subresources["status"], {"status": {"conditions": [{
+            "type": "Ready", "status": "False", "reason": NOT_READY_REASON,
+            "message": "container runtime is down (fairgpu validate: node loss)",
+            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}]}},
+            name=name, content_type="application/strategic-merge-patch+json")
+        return {"how": self.how, "node": name, "gpus": node_devices(chosen, self.resources), "pods": on[name],
+                "offered_before": offered_before}
+
+    def delete(self):
+        """Delete the Node (its machine is gone); ``{"node"}``."""
+        try:
+            self.client.delete(self.client.resource("Node", "v1"), name=self.node)
+        except NotFoundError:
+            pass
+        self.deleted = True
+        return {"node": self.node}
+
+    def start(self):
+        """A node of the same name joins again: the taken Lease removed (kwok then holds a new one and manages the
+        node), the Node created from the object kept (labels, annotations, GPUs in its status) when it was deleted;
+        waits until it is Ready with its GPUs; ``{"ready_seconds", "node", "gpus"}``."""
+        started = self.waiter.monotonic()
+        self._remove_policy()
+        try:
+            self.client.delete(self.client.resource("Lease", "coordination.k8s.io/v1"), name=self.node,
+                               namespace="kube-node-lease")
+        except NotFoundError:
+            pass
+        nodes = self.client.resource("Node", "v1")
+        if self.deleted:
+            meta = self.saved["metadata"]
+            spec = dict(self.saved.get("spec") or {})
+            spec["taints"] = [t for t in spec.get("taints") or [] if t.get("key") not in NOT_READY_TAINTS]
+            status = dict((k, v) for k, v in (self.saved.get("status") or {}).items()
+                          if k in ("capacity", "allocatable", "nodeInfo"))
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": meta["name"], "labels": meta.get("labels") or {},
+                                 "annotations": meta.get("annotations") or {}},
+                    "spec": spec, "status": status}
+            try:
+                self.client.create(nodes, body)
+            except Exception as exc:  # already there (a repair after a failed start), or refused: said below
+                if "AlreadyExists" not in str(exc) and "already exists" not in str(exc):
+                    raise FaultError("gpu_node: node %s could not be created again: %s; create it with site.yml"
+                                     % (self.node, exc))
+            # The device plugin's part: the GPUs in the status, whatever the create kept of it.
+            self.client.patch(nodes.subresources["status"], {"status": status}, name=self.node,
+                              content_type="application/strategic-merge-patch+json")
+        gpus = node_devices(self.saved, self.resources)
+
+        def back():
+            try:
+                node = self.client.get(nodes, name=self.node).to_dict()
+            except NotFoundError:
+                return False
+            return node_ready(node) and node_devices(node, self.resources) >= gpus
+        held, _value, _elapsed = self.waiter.wait(back, self.ready_timeout, 1)
+        if not held:
+            raise FaultError("gpu_node: node %s not Ready with its %d GPUs within %d s of joining again; run "
+                             "site.yml" % (self.node, gpus, self.ready_timeout))
+        self.deleted = False
+        return {"ready_seconds": round(self.waiter.monotonic() - started, 1), "node": self.node, "gpus": gpus}
+
+
 def api_ready(client):
     """A function that is true once the API server of kubernetes.core's ``client`` serves a read from etcd (the
     Namespace ``default``)."""
@@ -288,14 +487,21 @@ def api_ready(client):
     return ready
 
 
-def fault(component, spec, client, waiter):
-    """The fault of ``component`` (kueue, prometheus, control_plane) as ``spec`` says: ``{"process": {"workdir",
-    "ready_url"}}`` (the embedded cluster's process), ``{"pods": {"namespace", "label_selector"}}`` (the component in
-    the cluster) or, for the control plane only, ``{"kwokctl": {"binary", "workdir", "cluster", "lock"}}``. Raises
-    FaultError for anything else."""
+def fault(component, spec, client, waiter, pod_selector="", resources=()):
+    """The fault of ``component`` (kueue, prometheus, control_plane, gpu_node) as ``spec`` says: ``{"process":
+    {"workdir", "ready_url"}}`` (the embedded cluster's process), ``{"pods": {"namespace", "label_selector"}}`` (the
+    component in the cluster), for the control plane only ``{"kwokctl": {"binary", "workdir", "cluster", "lock"}}``,
+    for a GPU node only ``{"kwok": true}`` (``pod_selector``: the scenario's pods, ``resources``: the GPU resources
+    counted). Raises FaultError for anything else."""
     spec = spec or {}
     if component not in NAMES:
         raise FaultError("%s: no fault for this component; one of %s" % (component, ", ".join(sorted(NAMES))))
+    if component == "gpu_node":
+        if not spec.get("kwok"):
+            raise FaultError("gpu_node: fairgpu takes only the embedded cluster's kwok nodes away "
+                             "(validate_fault_gpu_node.kwok, set for cluster_provider kwok); a node of a cluster "
+                             "fairgpu did not make is not its to take away")
+        return GpuNode(client, waiter, pod_selector, resources)
     if component == "control_plane":
         given = spec.get("kwokctl")
         if not given:

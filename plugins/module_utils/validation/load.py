@@ -23,6 +23,13 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     VALIDATION_LABEL,
 )
 
+# A pod that a disruption failed (its node lost: PodGC, DeletionByPodGC; evicted for its node's taint:
+# DeletionByTaintManager; preempted by the scheduler) carries the condition DisruptionTarget
+# (k8s.io/api core/v1 PodDisruptionTarget, kubernetes v1.36.3 pkg/controller/podgc/gc_controller.go): the Job then
+# makes a new pod without counting a failure, while a pod that failed by itself still fails the Job at once
+# (backoffLimit 0). What Kubernetes documents for a Job's pod failure policy ("Handling pod failures", ignore
+# disruptions); fairgpu recommends the same for tenants' GPU Jobs (docs/failures.md).
+POD_FAILURE_POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 # The ConfigMap in every tenant namespace that holds files/gpu_load.py, mounted at /opt/fairgpu.
 LOAD_SCRIPT_CONFIGMAP = "fairgpu-gpu-load"
 # The defaults of the validate role (roles/validate/defaults/main.yml says what each is).
@@ -57,6 +64,7 @@ def job_manifest(job, pod=None):
         "metadata": {"name": job["name"], "namespace": job["namespace"], "labels": labels},
         "spec": {
             "parallelism": 1, "completions": 1, "backoffLimit": 0, "suspend": True,
+            "podFailurePolicy": POD_FAILURE_POLICY,
             "template": {
                 "metadata": template,
                 "spec": {

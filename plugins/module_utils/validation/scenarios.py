@@ -639,3 +639,127 @@ def control_plane_restart_result(flooder, arriver, reach, flood_jobs, fault, bac
         "notes": notes,
         "timeline": timeline,
     }
+
+
+def evictions_since(before, after):
+    """Per Workload that was there ``before`` and is ``after``, the evictions since: ``{name: {reason: count}}``
+    from ``status.schedulingStats.evictions`` (``kueue.status.evictions``), only the Workloads Kueue evicted; and
+    the names gone (``lost``: deleted or replaced by another uid). ``(evicted, lost)``."""
+    now_by_name = dict((w["metadata"]["name"], w) for w in after)
+    evicted, lost = {}, []
+    for workload in before:
+        name = workload["metadata"]["name"]
+        now = now_by_name.get(name)
+        if now is None or now["metadata"]["uid"] != workload["metadata"]["uid"]:
+            lost.append(name)
+            continue
+        counted = _evictions(workload)
+        since = dict((reason, count - counted.get(reason, 0)) for reason, count in _evictions(now).items()
+                     if count > counted.get(reason, 0))
+        if since:
+            evicted[name] = since
+    return evicted, sorted(lost)
+
+
+def gpu_node_loss_result(tenants, fault, tainted, deleted, gone, back, capacity_alert, before, after, jobs, pods,
+                         finished, guaranteed):
+    """Judge the GPU node's loss: both ``tenants`` hold their guarantee with Jobs that outlast it; the node running
+    most of their pods stops reporting (``fault``: ``{"how", "ts", "node", "gpus", "pods", "offered_before"}``), the
+    node lifecycle controller taints it (``tainted``: ``{"ts", "taints", "seconds", "held"}``), it is deleted
+    (``deleted``: ``{"ts"}``), PodGC removes its pods (``gone``: ``{"ts", "left", "seconds", "held"}``) and a node
+    of the same name joins again (``back``: ``{"ts", "ready_seconds", "gpus"}``). ``capacity_alert``: what
+    Prometheus saw (``{"fired_ts", "offered", "guaranteed", "for"}``) or None without Prometheus. ``before``,
+    ``after``: the tenants' Workloads before the loss and at the end; ``jobs``, ``pods``: the scenario's at the
+    end; ``finished``: the wait for every Job; ``guaranteed``: the devices all tenants are guaranteed."""
+    node, lost_pods = fault["node"], list(fault.get("pods") or [])
+    checks = [_check(
+        "GPU node %s (%d GPUs, %d of the tenants' pods) stops reporting, is tainted not ready by the node lifecycle "
+        "controller, deleted, its pods removed by PodGC, and joins again" % (node, fault["gpus"], len(lost_pods)),
+        "tainted, pods gone, Ready again with its GPUs",
+        "%s after %.1f s; %s %.1f s after the deletion; Ready with %s GPUs %.1f s after joining" % (
+            ", ".join(sorted(tainted.get("taints") or [])) or "NOT TAINTED", tainted.get("seconds") or 0,
+            "pods gone" if gone.get("held") else "STILL THERE: %s" % ", ".join(gone.get("left") or []),
+            gone.get("seconds") or 0, back.get("gpus"), back.get("ready_seconds") or 0),
+        bool(tainted.get("held")) and bool(gone.get("held")) and back.get("gpus") == fault["gpus"])]
+    # The lost pods are gone by the end; their Jobs are known by the pods' names (a Job's pod is <job>-<suffix>,
+    # the Job controller's generateName).
+    by_name = dict((j["metadata"]["name"], j) for j in jobs)
+    lost_names = set(key.split("/", 1)[1] for key in lost_pods)
+    lost_jobs = set(name for name in by_name for pod_name in lost_names if pod_name.startswith(name + "-"))
+    orphans = sorted(pod_name for pod_name in lost_names if not any(pod_name.startswith(name + "-") for name in by_name))
+    unmatched = ["pods of no Job of the scenario: %s" % ", ".join(orphans)] if orphans else []
+    # Ran again: the pod that succeeded is another than the lost one (a lost pod that completed all the same would
+    # be a node that was not lost).
+    again = set((p["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) for p in pods
+                if (p.get("status") or {}).get("phase") == "Succeeded" and p["metadata"]["name"] not in lost_names)
+    failing = sorted("%s (succeeded %s, failed %s%s)" % (
+        name, (by_name[name].get("status") or {}).get("succeeded") or 0,
+        (by_name[name].get("status") or {}).get("failed") or 0, "" if name in again else ", no new pod succeeded")
+        for name in lost_jobs if name in by_name and (
+            name not in again
+            or ((by_name[name].get("status") or {}).get("succeeded") or 0) < 1
+            or ((by_name[name].get("status") or {}).get("failed") or 0) > 0))
+    checks.append(_check(
+        "every Job that lost its pod with the node ran again (a new pod) and succeeded, no failure counted against "
+        "its backoffLimit (podFailurePolicy: Ignore DisruptionTarget)", "%d succeeded, failed 0" % len(lost_names),
+        "; ".join(failing + unmatched) or "%d succeeded, failed 0" % len(lost_jobs), not failing and not unmatched))
+    evicted, gone_workloads = evictions_since(before, after)
+    allowed = (EVICTED_BY_PREEMPTION, PODS_READY_TIMEOUT)
+    other = sorted("%s (%s)" % (name, ", ".join(sorted(r for r in reasons if r not in allowed)))
+                   for name, reasons in evicted.items() if any(r not in allowed for r in reasons))
+    requeued = sorted(name for name, reasons in evicted.items() if PODS_READY_TIMEOUT in reasons)
+    checks.append(_check(
+        "every Workload requeued with a reason: evicted only by waitForPodsReady (%s) or preemption, none "
+        "deactivated, none lost" % PODS_READY_TIMEOUT, "none else",
+        "; ".join((["lost: %s" % ", ".join(gone_workloads)] if gone_workloads else []) + other) or
+        "%d evicted %s and requeued, %d preempted" % (
+            len(requeued), PODS_READY_TIMEOUT, sum(EVICTED_BY_PREEMPTION in r for r in evicted.values())),
+        not other and not gone_workloads))
+    if capacity_alert is not None:
+        checks.append(_check(
+            "FairgpuGuaranteesOverCapacity fires while the node is away (guarantees above what the Ready nodes offer)",
+            "firing, within its for: (%s) and the scrapes" % capacity_alert.get("for"),
+            "firing %.1f s after the node stopped reporting; guaranteed %s, offered %s" % (
+                capacity_alert["fired_ts"] - fault["ts"], capacity_alert.get("guaranteed"),
+                capacity_alert.get("offered")) if capacity_alert.get("fired_ts") else "NEVER FIRED",
+            bool(capacity_alert.get("fired_ts"))))
+    expected = sum(t["gpus"] for t in tenants)
+    succeeded = _succeeded(jobs)
+    checks.append(_check("every Job of both tenants succeeded (none lost)", expected, len(succeeded),
+                         len(succeeded) == expected))
+    twice = ran_twice(jobs, pods)
+    checks.append(_check("Jobs run to the end twice", [], twice, not twice))
+    offered_during = fault["offered_before"] - fault["gpus"]
+    notes = ["Kueue knows no nodes (no topology-aware scheduling): while %s was away the Ready nodes offered %d GPUs "
+             "against %d guaranteed, and Kueue kept admitting up to the guarantees; what it admitted beyond the "
+             "offer waited for GPUs that were gone (kubernetes-sigs/kueue#12656)." % (node, offered_during, guaranteed)]
+    if requeued:
+        notes.append("%d Workloads evicted by waitForPodsReady and requeued (their pods not ready past its recovery "
+                     "timeout while the node was away): %s." % (len(requeued), ", ".join(requeued)))
+    title = ("A GPU node goes away: %s stops reporting, is deleted and replaced while %s use their guarantees"
+             % (node, " and ".join(t["name"] for t in tenants)))
+    fired = capacity_alert.get("fired_ts") if capacity_alert else None
+    return {
+        "name": "gpu_node_loss",
+        "title": title,
+        "checks": checks,
+        "metrics": {
+            "fault": fault["how"],
+            "node": node,
+            "gpus_lost": fault["gpus"],
+            "gpus_offered_before": fault["offered_before"],
+            "gpus_offered_during": offered_during,
+            "gpus_guaranteed": guaranteed,
+            "pods_lost": len(lost_pods),
+            "taint_seconds": tainted.get("seconds"),
+            "pods_gone_seconds": gone.get("seconds"),
+            "rejoin_seconds": back.get("ready_seconds"),
+            "evicted_pods_ready_timeout": len(requeued),
+            "capacity_alert_seconds": round(fired - fault["ts"], 1) if fired else None,
+            "jobs_lost": max(0, expected - len(succeeded)),
+            "jobs_run_twice": len(twice),
+            "finish_seconds": finished.get("elapsed"),
+        },
+        "notes": notes,
+        "timeline": finished.get("timeline") or [],
+    }
