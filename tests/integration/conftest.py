@@ -87,6 +87,19 @@ def playbook(name, *args, check=False, timeout=900):
     return PlaybookRun(proc)
 
 
+def own_cluster(settings):
+    """A module fixture's body for a test file with an embedded cluster of its own: site.yml with ``settings``
+    (cluster_name, ports, ...), then yield an API client of that cluster; teardown.yml afterwards, however the
+    tests went."""
+    try:
+        run = playbook("site.yml", "-e", json.dumps(settings))
+        assert run.rc == 0, run.messages()
+        yield k8s_config.new_client_from_config(
+            config_file=os.path.join(KWOK_WORKDIR, "clusters", settings["cluster_name"], "kubeconfig.yaml"))
+    finally:
+        playbook("teardown.yml", "-e", json.dumps(settings))
+
+
 SOCKET_SUMMARY = pytest.StashKey()
 
 

@@ -16,11 +16,10 @@ import threading
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
-from conftest import KWOK_WORKDIR, ROOT, VARS, load_job, playbook
+from conftest import ROOT, VARS, load_job, own_cluster, playbook
 
 pytestmark = pytest.mark.own_cluster
 
@@ -31,7 +30,6 @@ SETTINGS = {
                         "dcgm_exporter": 23400, "kube_state_metrics": 23480, "kube_state_metrics_telemetry": 23490},
     "validate_results_dir": os.path.join(ROOT, "results", "it-interrupt"),
 }
-KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
 KUEUE_TASK = "TASK [fairgpu.tenancy.lab_kueue : Run the Kueue controller"
 TENANTS_TASK = "TASK [fairgpu.tenancy.tenants : Apply the tenants"
 MIG_TASK = "TASK [fairgpu.tenancy.mig_config : Apply the MIG layout"
@@ -132,12 +130,7 @@ def record(name, run):
 
 @pytest.fixture(scope="module")
 def api():
-    try:
-        run = site()
-        assert run.rc == 0, run.messages()
-        yield k8s_config.new_client_from_config(config_file=KUBECONFIG)
-    finally:
-        playbook("teardown.yml", "-e", json.dumps(SETTINGS))
+    yield from own_cluster(SETTINGS)
 
 
 KUEUE_DIR = os.path.expanduser("~/.local/share/fairgpu/kueue/%s" % NAME)

@@ -11,9 +11,8 @@ import os
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
-from conftest import KWOK_WORKDIR, ROOT, playbook
+from conftest import ROOT, own_cluster, playbook
 
 pytestmark = pytest.mark.own_cluster
 
@@ -25,7 +24,6 @@ SETTINGS = {
                         "dcgm_exporter": 24400, "kube_state_metrics": 24480, "kube_state_metrics_telemetry": 24490},
     "validate_results_dir": RESULTS,
 }
-KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", NAME, "kubeconfig.yaml")
 
 
 def site():
@@ -34,12 +32,7 @@ def site():
 
 @pytest.fixture(scope="module")
 def api():
-    try:
-        run = site()
-        assert run.rc == 0, run.messages()
-        yield k8s_config.new_client_from_config(config_file=KUBECONFIG)
-    finally:
-        playbook("teardown.yml", "-e", json.dumps(SETTINGS))
+    yield from own_cluster(SETTINGS)
 
 
 def test_a_gpu_node_lost_and_replaced_loses_no_job_and_the_next_site_run_changes_nothing(api):

@@ -459,6 +459,15 @@ def _event_seconds(event):
     return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) if text else 0
 
 
+def _pairs(before, after):
+    """Each Workload of ``before`` with the same object in ``after``: ``(workload, now)``, ``now`` None when it is
+    gone or another object of its name (another uid) replaced it."""
+    now_by_name = dict((w["metadata"]["name"], w) for w in after)
+    for workload in before:
+        now = now_by_name.get(workload["metadata"]["name"])
+        yield workload, (now if now is not None and now["metadata"]["uid"] == workload["metadata"]["uid"] else None)
+
+
 def admissions_kept(before, after):
     """What an outage did to the Workloads in etcd: ``before``, ``after`` the Workload objects read on each side of
     it, ``after`` as soon as the API server serves (before any controller has acted on what it missed).
@@ -466,12 +475,10 @@ def admissions_kept(before, after):
     that was True before and is not the same (status, reason, lastTransitionTime) after, "admitted": how many had a
     True condition before}``. Pending Workloads only have to be there: Kueue rewrites their message at every
     scheduling attempt."""
-    later = dict((w["metadata"]["name"], w) for w in after)
     lost, changed, admitted = [], {}, 0
-    for workload in before:
+    for workload, now in _pairs(before, after):
         name = workload["metadata"]["name"]
-        now = later.get(name)
-        if now is None or now["metadata"]["uid"] != workload["metadata"]["uid"]:
+        if now is None:
             lost.append(name)
             continue
         held = [c for c in (workload.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
@@ -500,15 +507,13 @@ def admissions_after_kueue(before, later):
     which a new reservation leaves, and from the Evicted condition, which it turns False (a run on 2026-12-06 saw
     two preempted Workloads admitted again before this read). ``{"lost", "readmitted": {name: time}, "evicted":
     {name: reasons}, "preempted": count, "timed_out": count}``."""
-    now_by_name = dict((w["metadata"]["name"], w) for w in later)
     lost, readmitted, evicted, preempted, timed_out = [], {}, {}, 0, 0
-    for workload in before:
+    for workload, now in _pairs(before, later):
         name = workload["metadata"]["name"]
         was = workload_conditions(workload)
         if (was.get("QuotaReserved") or {}).get("status") != "True":
             continue
-        now = now_by_name.get(name)
-        if now is None or now["metadata"]["uid"] != workload["metadata"]["uid"]:
+        if now is None:
             lost.append(name)
             continue
         conds = workload_conditions(now)
@@ -645,12 +650,10 @@ def evictions_since(before, after):
     """Per Workload that was there ``before`` and is ``after``, the evictions since: ``{name: {reason: count}}``
     from ``status.schedulingStats.evictions`` (``kueue.status.evictions``), only the Workloads Kueue evicted; and
     the names gone (``lost``: deleted or replaced by another uid). ``(evicted, lost)``."""
-    now_by_name = dict((w["metadata"]["name"], w) for w in after)
     evicted, lost = {}, []
-    for workload in before:
+    for workload, now in _pairs(before, after):
         name = workload["metadata"]["name"]
-        now = now_by_name.get(name)
-        if now is None or now["metadata"]["uid"] != workload["metadata"]["uid"]:
+        if now is None:
             lost.append(name)
             continue
         counted = _evictions(workload)
