@@ -181,7 +181,8 @@ def fairgpu_labelled(kubeconfig):
 
 
 def fairgpu_processes():
-    """fairgpu's local processes for the target (the Kueue controller, Prometheus, the simulated DCGM exporter)."""
+    """fairgpu's local processes for the target (the Kueue controller, Prometheus, the simulated DCGM exporter,
+    kube-state-metrics)."""
     found = {}
     for workdir in LOCAL_WORKDIRS:
         found.update(processes(workdir + "/"))
@@ -366,7 +367,7 @@ def test_existing_cluster_teardown_without_confirmation_changes_nothing(watch, u
                 "teardown stops; left behind (failurePolicy Fail) it would refuse every Job of the cluster"
                 % (kind, "mutating" if kind.startswith("M") else "validating", LOCAL_PORTS["kueue_webhook"])) in listing
     assert cluster_objects(target.kubeconfig) == before
-    assert fairgpu_processes() == local and len(local) == 3, local
+    assert fairgpu_processes() == local and len(local) == 4, local
 
 
 def test_existing_cluster_teardown_stops_before_anything_while_the_local_kueue_is_down(watch, user_objects):
