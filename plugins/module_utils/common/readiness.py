@@ -16,7 +16,8 @@ def _name(obj):
     return (obj.get("metadata") or {}).get("name")
 
 
-def _ready(node):
+def node_ready(node):
+    """Whether a Node object (an API dict) has its ``Ready`` condition ``True``."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or [])
 
@@ -31,7 +32,7 @@ def nodes_ready(nodes, names):
     dicts). A node listed but not wanted does not count against it."""
     listed = dict((_name(n), n) for n in nodes)
     missing = sorted(n for n in names if n not in listed)
-    unready = sorted(n for n in names if n in listed and not _ready(listed[n]))
+    unready = sorted(n for n in names if n in listed and not node_ready(listed[n]))
     observed = "; ".join(part for part in (
         "not Ready: " + ", ".join(unready) if unready else "",
         "not listed: " + ", ".join(missing) if missing else "") if part)

@@ -43,6 +43,7 @@ import time
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import listed
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import ADMISSION_API
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.readiness import node_ready
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.lab import service as lab_service
 
 try:
@@ -315,12 +316,6 @@ def _now():
 
 def _micro_now():
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-
-
-def node_ready(node):
-    """Whether a Node object (a dict) has its Ready condition True."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def node_devices(node, resources):
