@@ -18,6 +18,12 @@ description:
     p95 where given).
   - Where a policy comes with the model's prediction (the C(prediction) it returns), each tenant's
     row shows it next to the measurement.
+  - With O(targets) (the quota advisor's) each policy with a prediction is also checked
+    (C(advice_checks) in C(plugins/module_utils/replay/compare.py)). The replay must meet every target, and the
+    model's prediction of each targeted figure must be within O(error_bound) x the target of the measurement. A
+    failed check names the tenant, the figure and which part of the model missed (evictions, GPU-hours reserved
+    before the pods ran, or what it leaves out). The module reports them in RV(advice_failed) and the caller
+    fails on them (C(playbooks/replay_advise.yml)).
   - Does not talk to a cluster; the plot needs matplotlib (without it the report says so).
 author:
   - fairgpu contributors (!UNKNOWN)
@@ -54,6 +60,17 @@ options:
       settings:
         description: The policy's settings (tenants, fair sharing), kept in C(compare.json).
         type: dict
+  targets:
+    description:
+      - "The wait targets the quota advisor was given, C({tenant: {p95: 3600}}) in trace seconds (keys p50, p95,
+        max). Each policy with a prediction is checked against them."
+    type: dict
+  error_bound:
+    description:
+      - The largest prediction error allowed on a targeted figure, as a fraction of its target (0.5, the model
+        may be off by half the target). Above it the check fails.
+    type: float
+    default: 0.5
 """
 
 EXAMPLES = r"""
@@ -72,7 +89,8 @@ comparison:
     - "The comparison as written to C(compare.json): C(policies), each C({name, description, settings, passed,
       failed_checks, contended_seconds, idle_while_pending, most_evictions, jobs, lost, modelled, tenants}), where
       C(tenants) holds per tenant C({jobs, not_admitted, p50, p95, max, trace_gpu_hours, preempted, caused, held,
-      fair, bound, share_within_bound, model}): waits in trace seconds, GPU-hours in trace hours, shares in GPUs,
+      reference, tolerance, share_within_tolerance, model}): waits in trace seconds, GPU-hours in trace hours,
+      shares in GPUs (C(reference) Kueue's promise, guarantee first and then the unused quota by weight),
       C(model) the predicted C({p50, p95, max, not_admitted, preempted}) or absent."
     - Also C(generated), C(same_replay) (every report has the same window and Jobs), C(window), C(compression) and C(capacity) of the first report.
   returned: always
@@ -85,6 +103,11 @@ plot:
   description: Path of C(waits.png), or null without matplotlib.
   returned: always
   type: str
+advice_failed:
+  description: "With O(targets), each failed advice check as C(<policy>: <check>: <detail>); empty otherwise."
+  returned: always
+  type: list
+  elements: str
 """
 
 import datetime
@@ -134,6 +157,8 @@ def main():
                 prediction=dict(type="dict"),
                 settings=dict(type="dict"),
             )),
+            targets=dict(type="dict"),
+            error_bound=dict(type="float", default=0.5),
         ),
         supports_check_mode=True,
     )
@@ -147,7 +172,11 @@ def main():
             module.fail_json(msg="policies[%s].report: cannot read %s: %s" % (policy["name"], policy["report"], exc))
         policies.append(dict(policy, report=report))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    doc = compare_document(policies, now)
+    if params["error_bound"] <= 0:
+        module.fail_json(msg="error_bound: a fraction of each target above 0, got %s" % params["error_bound"])
+    doc = compare_document(policies, now, targets=params["targets"], error_bound=params["error_bound"])
+    failed = ["%s: %s: %s" % (p["name"], c["name"], c["detail"]) for p in doc["policies"]
+              for c in (p.get("advice") or {}).get("checks", []) if not c["passed"]]
     paths = dict((k, os.path.join(params["path"], name)) for k, name in
                  (("json", "compare.json"), ("markdown", "compare.md"), ("plot", "waits.png")))
     plotted = False
@@ -162,7 +191,7 @@ def main():
         with open(paths["markdown"], "w") as handle:
             handle.write(page)
     module.exit_json(changed=not module.check_mode, comparison=doc, markdown=paths["markdown"],
-                     plot=paths["plot"] if plotted else None)
+                     plot=paths["plot"] if plotted else None, advice_failed=failed)
 
 
 if __name__ == "__main__":

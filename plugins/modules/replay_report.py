@@ -41,7 +41,12 @@ options:
     elements: dict
     required: true
   tenants:
-    description: "Fair-sharing weight and guarantee of each tenant, C({tenant: {weight, gpus}})."
+    description:
+      - "Each tenant's quota as declared, C({tenant: {gpus, weight, borrowing_limit, lending_limit}}) (GPUs; a
+        limit null: none; weight default 1): the guarantee the time-to-guarantee and the share reference judge
+        against."
+      - Declared in the inventory, not read from the cluster, so a ClusterQueue edited by hand is judged by what
+        was promised.
     type: dict
     required: true
   events:
@@ -59,6 +64,12 @@ options:
         before Kueue reserves it, preempting borrowers if it must (the time-to-guarantee check).
     type: float
     default: 20
+  eviction_limit:
+    description:
+      - The most evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779,
+        kubernetes-sigs/kueue#14543); a Workload evicted more often fails the check.
+    type: int
+    default: 10
   kueue_metrics:
     description:
       - "What Kueue's own metrics said, C({name: <Prometheus instant vector>}) (the C(data.result) of
@@ -125,13 +136,23 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.report impo
     held_series, replay_document, replay_markdown)
 
 
-def plot(path, title, series, capacity):
-    """A PNG of GPUs held per tenant over time; False when matplotlib is missing."""
+def plot(path, title, series, reference, guarantees, capacity, factor):
+    """A PNG of GPUs held per tenant over trace time (hours: wall seconds x ``factor``), with its fair reference
+    (dotted, ``held_series`` of the reference timeline) and its guarantee (dashed) in the same colour; False when
+    matplotlib is missing."""
     def draw(ax):
         for index, (name, (xs, ys)) in enumerate(sorted(series.items())):
-            ax.step(xs, ys, where="post", color="C%d" % index, label="%s held" % name)
+            colour = "C%d" % index
+            ax.step([x * factor / 3600.0 for x in xs], ys, where="post", color=colour, label="%s held" % name)
+            if name in reference:
+                rx, ry = reference[name]
+                ax.step([x * factor / 3600.0 for x in rx], ry, where="post", color=colour, linestyle=":",
+                        linewidth=1, label="%s fair reference" % name)
+            if guarantees.get(name) is not None:
+                ax.axhline(guarantees[name], color=colour, linestyle="--", linewidth=0.8,
+                           label="%s guarantee %g" % (name, guarantees[name]))
         ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label="capacity")
-        ax.set_xlabel("wall seconds from the first Workload")
+        ax.set_xlabel("trace hours from the first Workload")
         ax.set_ylabel("GPUs reserved by Kueue")
         ax.set_title(title, fontsize=10)
     return write_png(path, draw)
@@ -164,6 +185,7 @@ def main():
             events=dict(type="list", elements="dict", default=[]),
             guarantee_bound=dict(type="float", default=20.0),
             kueue_metrics=dict(type="dict", default={}),
+            eviction_limit=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
@@ -171,16 +193,18 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc = replay_document(params["cluster"], params["plan"], params["submitted"], params["workloads"],
                           params["tenants"], now, events=params["events"], guarantee_bound=params["guarantee_bound"],
-                          kueue_metrics=params["kueue_metrics"])
+                          kueue_metrics=params["kueue_metrics"], eviction_limit=params["eviction_limit"])
     paths = dict((k, os.path.join(params["path"], name)) for k, name in
                  (("json", "replay.json"), ("markdown", "replay.md"), ("plot", "shares.png"), ("waits", "waits.png")))
     plotted = waits_plotted = False
     if not module.check_mode:
         os.makedirs(params["path"], exist_ok=True)
-        plotted = plot(paths["plot"], "Replay on %s: GPUs held per tenant" % params["cluster"],
-                       held_series(doc["timeline"]), doc["capacity"])
-        waits_plotted = plot_waits(paths["waits"], "Replay on %s: waits per tenant, trace time" % params["cluster"],
-                                   doc["wait_samples"])
+        factor = doc["compression"]["factor"]
+        plotted = plot(paths["plot"], "Replay on %s (%s): GPUs held per tenant, trace time" % (
+            params["cluster"], doc["policy"]), held_series(doc["timeline"]), held_series(doc["reference_timeline"]),
+            dict((t, (v or {}).get("gpus")) for t, v in params["tenants"].items()), doc["capacity"], factor)
+        waits_plotted = plot_waits(paths["waits"], "Replay on %s (%s): waits per tenant, trace time" % (
+            params["cluster"], doc["policy"]), doc["wait_samples"])
         page = replay_markdown(doc)
         page += ("\n![GPUs held per tenant](shares.png)\n" if plotted else "\nNo plot: matplotlib is missing.\n")
         page += "\n![Waits per tenant](waits.png)\n" if waits_plotted else ""

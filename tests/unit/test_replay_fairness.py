@@ -1,9 +1,10 @@
-"""What a replay is judged by (issue 17): waits from Kueue's Workload conditions, the weighted max-min share,
-and shares under contention."""
+"""What a replay is judged by (issues 17 and 28): waits from Kueue's Workload conditions, Kueue's fair reference
+(guarantee first, then the cohort's unused quota by weight) and shares under contention, checked against a wrong
+configuration run through the model of Kueue's admission."""
 
 import pytest
 
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness, model, report
 
 
 def workload(created, reserved=None, status="True"):
@@ -36,6 +37,32 @@ def test_weighted_max_min(capacity, demands, weights, expected):
     assert shares == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("capacity, demands, quotas, expected", [
+    # The issue's example: weights 2/1/1 on 16 GPUs, guarantees 6/5/5, everybody asking for more. Water-filling by
+    # weight alone gives tenant-0 8; Kueue's promise is the guarantees, with nothing left to lend.
+    (16, {"t0": 20, "t1": 20, "t2": 20}, {"t0": {"gpus": 6, "weight": 2}, "t1": {"gpus": 5}, "t2": {"gpus": 5}},
+     {"t0": 6, "t1": 5, "t2": 5}),
+    # t2 asks 1 of its 5: 4 to lend, by weight 2:1.
+    (16, {"t0": 20, "t1": 20, "t2": 1}, {"t0": {"gpus": 6, "weight": 2}, "t1": {"gpus": 5}, "t2": {"gpus": 5}},
+     {"t0": 6 + 8 / 3.0, "t1": 5 + 4 / 3.0, "t2": 1}),
+    # A borrowing limit caps t0; what it cannot take goes to t1.
+    (16, {"t0": 20, "t1": 20, "t2": 1}, {"t0": {"gpus": 6, "borrowing_limit": 1}, "t1": {"gpus": 5}, "t2": {"gpus": 5}},
+     {"t0": 7, "t1": 8, "t2": 1}),
+    # A lending limit: t2 lends at most 2 of its 4 unused.
+    (16, {"t0": 20, "t1": 20, "t2": 1}, {"t0": {"gpus": 6}, "t1": {"gpus": 5}, "t2": {"gpus": 5, "lending_limit": 2}},
+     {"t0": 7, "t1": 6, "t2": 1}),
+    # A tenant asking less than its guarantee gets what it asks; a tenant of no quota only borrows.
+    (16, {"t0": 2, "t1": 20, "x": 20}, {"t0": {"gpus": 8}, "t1": {"gpus": 8}}, {"t0": 2, "t1": 11, "x": 3}),
+    # Weight 0: borrows only what the weighted tenants leave.
+    (16, {"t0": 20, "t1": 9, "t2": 0}, {"t0": {"gpus": 6, "weight": 0}, "t1": {"gpus": 5}, "t2": {"gpus": 5}},
+     {"t0": 7, "t1": 9, "t2": 0}),
+    # Guarantees above the cluster's GPUs: nothing beyond the capacity is lent.
+    (8, {"t0": 20, "t1": 0}, {"t0": {"gpus": 6}, "t1": {"gpus": 6}}, {"t0": 8, "t1": 0}),
+])
+def test_fair_reference_is_the_guarantee_first_then_the_unused_quota_by_weight(capacity, demands, quotas, expected):
+    assert fairness.fair_reference(capacity, demands, quotas) == pytest.approx(expected)
+
+
 def test_shares_under_contention_count_only_contended_time():
     steps = [
         (0, {"a": {"held": 16, "wanted": 16}, "b": {"held": 0, "wanted": 0}}),   # a alone borrows all
@@ -43,10 +70,42 @@ def test_shares_under_contention_count_only_contended_time():
         (20, {"a": {"held": 8, "wanted": 20}, "b": {"held": 8, "wanted": 12}}),
         (30, {"a": {"held": 8, "wanted": 8}, "b": {"held": 8, "wanted": 8}}),
     ]
-    result = fairness.contention_shares(steps, 16)
+    result = fairness.contention_shares(steps, 16, {"a": {"gpus": 10}, "b": {"gpus": 6}})
     assert result["seconds"] == 20
-    assert result["held"] == pytest.approx({"a": 10, "b": 6}) and result["fair"] == pytest.approx({"a": 8, "b": 8})
-    assert fairness.share_bound(16, 1) == pytest.approx(1.6) and fairness.share_bound(16, 8) == 8
+    assert result["held"] == pytest.approx({"a": 10, "b": 6}) and result["reference"] == pytest.approx({"a": 10, "b": 6})
+    assert fairness.share_tolerance(2) == 1 and fairness.share_tolerance(22) == pytest.approx(2.2)
+
+
+DECLARED = {"a": {"gpus": 6}, "b": {"gpus": 5}, "c": {"gpus": 5}}
+
+
+def modelled_share(configured):
+    """The share check, against the declared quotas, of 120 one-GPU Jobs of 10 s from a and b (c asks nothing, its 5
+    GPUs are lent) run through the model of Kueue's admission (replay/model.py) under the ``configured`` quotas."""
+    jobs = [{"name": "%s-%02d" % (t, i), "tenant": t, "gpus": 1, "seconds": 10, "at": i * 0.5}
+            for t in ("a", "b") for i in range(60)]
+    run = model.simulate(jobs, configured, 16)
+    facts = [{"tenant": w["tenant"], "gpus": w["gpus"], "created": w["at"], "finished": w["finished"],
+              "holds": w["holds"]} for w in run["workloads"].values()]
+    return report.share_check(report.share_steps(facts), 16, DECLARED)
+
+
+@pytest.mark.parametrize("configured, failing", [
+    (DECLARED, []),
+    # A's fair-sharing weight set to 0.1 on the cluster: b takes all of c's lent GPUs.
+    (dict(DECLARED, a={"gpus": 6, "weight": 0.1}), ["a", "b"]),
+    # A's nominalQuota halved on the cluster (3 of the 6 promised), the rest nobody's.
+    (dict(DECLARED, a={"gpus": 3}), ["a"]),
+    # Borrowing forbidden where it was promised: c's GPUs stand idle.
+    (dict((t, dict(q, borrowing_limit=0)) for t, q in DECLARED.items()), ["a", "b"]),
+])
+def test_the_share_check_refuses_a_configuration_that_breaks_the_promise(configured, failing):
+    check = modelled_share(configured)
+    assert check["contended_seconds"] > 30
+    assert sorted(t for t, c in check["tenants"].items() if not c["passed"]) == failing, check
+    assert check["passed"] is (not failing)
+    for tenant in failing:
+        assert "%s held" % tenant in check["detail"], check["detail"]
 
 
 def held(tenant, gpus, created, holds, finished=None):
@@ -64,7 +123,8 @@ def test_time_to_guarantee_runs_until_no_pending_workload_fits_the_unused_guaran
     assert episodes["a"] == []
     summary = fairness.guarantee_summary(episodes, bound=5)
     assert summary["b"] == {"episodes": 1, "unjudged": 0, "reclaims": 1, "max": 6, "p95": 6, "reclaim_max": 6,
-                            "over_bound": 1, "passed": False}
+                            "reclaim_p95": 6, "release_max": None, "release_p95": None, "over_bound": 1,
+                            "passed": False}
     assert fairness.guarantee_summary(episodes, bound=6)["b"]["passed"]
 
 

@@ -77,15 +77,21 @@ def test_lost_jobs_are_those_without_a_successful_end():
     assert report.lost_jobs(JOBS, failed) == ["r-0000", "r-0002"]
 
 
-def test_share_check_against_weighted_max_min():
-    # a and b each want 8 of 8 GPUs for 10 s: fair 4 each. a holds 8, b 0: off by 4 > bound max(0.8, 2).
+def test_share_check_against_the_fair_reference():
+    # a and b each guaranteed 4 of 8 GPUs and asking more for 10 s: the reference is 4 each. a holds 8 (b's
+    # guarantee not taken back), b 0: off by 4 > the tolerance of 1 GPU, and the detail names both.
+    quotas = {"a": {"gpus": 4}, "b": {"gpus": 4}}
     steps = [(0, {"a": {"held": 8, "wanted": 12}, "b": {"held": 0, "wanted": 8}}), (10, {})]
-    check = report.share_check(steps, 8, {"a": 1, "b": 1}, {"a": 2, "b": 2})
+    check = report.share_check(steps, 8, quotas)
     assert check["contended_seconds"] == 10 and check["passed"] is False
-    assert check["tenants"]["a"] == {"held": 8, "fair": 4, "bound": 2, "passed": False}
+    assert check["tenants"]["a"] == {"held": 8, "reference": 4, "tolerance": 1, "passed": False}
+    assert "a held 8.00 GPUs, reference 4.00 +- 1" in check["detail"] and "b held 0.00" in check["detail"]
     steps = [(0, {"a": {"held": 4, "wanted": 12}, "b": {"held": 4, "wanted": 8}}), (10, {})]
-    assert report.share_check(steps, 8, {"a": 1, "b": 1}, {"a": 2, "b": 2})["passed"] is True
-    assert report.share_check([(0, {"a": {"held": 4, "wanted": 4}}), (10, {})], 8, {}, {"a": 4})["passed"] is False, \
+    assert report.share_check(steps, 8, quotas)["passed"] is True
+    # Weights alone (the reference before issue 28) would give a 2/3 of the GPUs with weight 2; the guarantees
+    # come first, so holding its guarantee of 4 passes.
+    assert report.share_check(steps, 8, {"a": {"gpus": 4, "weight": 2}, "b": {"gpus": 4}})["passed"] is True
+    assert report.share_check([(0, {"a": {"held": 4, "wanted": 4}}), (10, {})], 8, quotas)["passed"] is False, \
         "no contention at all: nothing shown, the check does not pass by default"
 
 

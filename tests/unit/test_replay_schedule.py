@@ -91,7 +91,8 @@ def test_lateness():
 def test_tenant_queues_from_the_tenants_plan():
     tenants = [{"name": "a", "namespaces": ["a-ns", "a-2"], "weight": 2, "gpus": 4, "max_jobs": 100}]
     assert schedule.tenant_queues(tenants, "-queue") == {
-        "a": {"namespace": "a-ns", "queue": "a-queue", "weight": 2, "gpus": 4, "max_jobs": 100}}
+        "a": {"namespace": "a-ns", "queue": "a-queue", "weight": 2, "gpus": 4, "borrowing_limit": None,
+              "lending_limit": None, "max_jobs": 100}}
 
 
 def test_a_floor_below_the_pod_start_delay_is_refused():

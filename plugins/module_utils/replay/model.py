@@ -193,8 +193,9 @@ def _minimal_restore(state, saved, tenant, gpus, victims):
 def simulate(jobs, tenants, capacity, fair_sharing=True, strategies=DEFAULT_STRATEGIES, start_delay=0.0):
     """Run ``jobs`` (replay_plan's, each ``{name, tenant, gpus, seconds, at}``) through the policy ``tenants``
     (``policy_tenants``' input) on ``capacity`` GPUs. ``fair_sharing`` False: Kueue without the Configuration's
-    fairSharing. Returns ``{"workloads": {name: {"tenant", "wait", "evictions", "admitted", "finished"}},
-    "preemptions": n, "end": seconds}``; waits in wall seconds from submission to the last admission."""
+    fairSharing. Returns ``{"workloads": {name: {"tenant", "gpus", "at", "wait", "evictions", "admitted",
+    "finished", "holds"}}, "preemptions": n, "end": seconds}``; waits in wall seconds from submission to the last
+    admission, ``holds`` the spans ``[[admitted, released]]`` it held quota (released: finished or evicted)."""
     spec = policy_tenants(tenants)
     state = _State(spec, capacity)
     for job in jobs:
@@ -205,7 +206,7 @@ def simulate(jobs, tenants, capacity, fair_sharing=True, strategies=DEFAULT_STRA
         heapq.heappush(events, (float(job["at"]), 1, index, job["name"]))
     by_name = dict((j["name"], {"name": j["name"], "tenant": j["tenant"], "gpus": int(j["gpus"]),
                                 "seconds": float(j["seconds"]) + start_delay, "at": float(j["at"]),
-                                "evictions": 0, "admitted": None, "finished": None, "run": 0})
+                                "evictions": 0, "admitted": None, "finished": None, "run": 0, "holds": []})
                    for j in jobs)
     pending = dict((t, []) for t in spec)
     running = []
@@ -227,6 +228,7 @@ def simulate(jobs, tenants, capacity, fair_sharing=True, strategies=DEFAULT_STRA
                     running.remove(wl)
                     state.usage[wl["tenant"]] -= wl["gpus"]
                     wl["finished"] = now
+                    wl["holds"][-1][1] = now
                     version += 1
         while True:
             heads = []
@@ -266,11 +268,13 @@ def simulate(jobs, tenants, capacity, fair_sharing=True, strategies=DEFAULT_STRA
                 victim["run"] += 1
                 victim["admitted"] = None
                 victim["evicted_at"] = now
+                victim["holds"][-1][1] = now
                 pending[victim["tenant"]].append(victim)
                 preemptions += 1
             pending[wl["tenant"]].remove(wl)
             state.usage[wl["tenant"]] += wl["gpus"]
             wl["admitted"] = now
+            wl["holds"].append([now, None])
             wl["run"] += 1
             version += 1
             running.append(wl)
@@ -278,8 +282,8 @@ def simulate(jobs, tenants, capacity, fair_sharing=True, strategies=DEFAULT_STRA
             heapq.heappush(events, (now + wl["seconds"], 0, seq, (wl["name"], wl["run"])))
     out = {}
     for name, wl in by_name.items():
-        out[name] = {"tenant": wl["tenant"], "evictions": wl["evictions"], "admitted": wl["admitted"],
-                     "finished": wl["finished"],
+        out[name] = {"tenant": wl["tenant"], "gpus": wl["gpus"], "at": wl["at"], "evictions": wl["evictions"],
+                     "admitted": wl["admitted"], "finished": wl["finished"], "holds": [list(h) for h in wl["holds"]],
                      "wait": None if wl["admitted"] is None else round(wl["admitted"] - wl["at"], 3)}
     return {"workloads": out, "preemptions": preemptions, "end": now}
 

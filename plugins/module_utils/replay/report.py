@@ -170,18 +170,23 @@ def lost_jobs(jobs, facts):
     return sorted(j["name"] for j in jobs if j["name"] not in done)
 
 
-def share_check(steps, capacity, weights, largest):
-    """``fairness.contention_shares`` of the steps, and per tenant whether its mean contended share is within
-    ``fairness.share_bound(capacity, its largest task)`` of its weighted max-min share."""
-    shares = fairness.contention_shares(steps, capacity, weights)
+def share_check(steps, capacity, quotas):
+    """``fairness.contention_shares`` of the steps against ``fairness.fair_reference`` of the tenants' ``quotas``,
+    and per tenant whether its mean contended share is within ``fairness.share_tolerance`` of its mean reference.
+    Returns ``{"contended_seconds", "tenants": {tenant: {"held", "reference", "tolerance", "passed"}},
+    "passed", "detail"}``; ``detail`` names each tenant outside its tolerance."""
+    shares = fairness.contention_shares(steps, capacity, quotas)
     checks = {}
-    for tenant in sorted(set(shares["held"]) | set(largest)):
-        bound = fairness.share_bound(capacity, largest.get(tenant, 0))
-        held, fair = shares["held"].get(tenant, 0.0), shares["fair"].get(tenant, 0.0)
-        checks[tenant] = {"held": round(held, 3), "fair": round(fair, 3), "bound": bound,
-                          "passed": abs(held - fair) <= bound}
-    return {"contended_seconds": round(shares["seconds"], 3), "tenants": checks,
-            "passed": bool(shares["seconds"]) and all(c["passed"] for c in checks.values())}
+    for tenant in sorted(set(shares["held"]) | set(shares["reference"])):
+        held, reference = shares["held"].get(tenant, 0.0), shares["reference"].get(tenant, 0.0)
+        tolerance = fairness.share_tolerance(reference)
+        checks[tenant] = {"held": round(held, 3), "reference": round(reference, 3), "tolerance": tolerance,
+                          "passed": abs(held - reference) <= tolerance}
+    off = ["%s held %.2f GPUs, reference %.2f +- %g" % (t, c["held"], c["reference"], c["tolerance"])
+           for t, c in sorted(checks.items()) if not c["passed"]]
+    detail = "%s s of contention" % round(shares["seconds"], 3) + ("; " + "; ".join(off) if off else "")
+    return {"contended_seconds": round(shares["seconds"], 3), "tenants": checks, "detail": detail,
+            "passed": bool(shares["seconds"]) and not off}
 
 
 def idle_while_pending(facts, capacity):
@@ -208,6 +213,25 @@ def idle_while_pending(facts, capacity):
         total += fits * (following - time)
     span = (times[-1] - times[0]) if len(times) > 1 else 0
     return {"gpu_seconds": round(total, 3), "share": round(total / float(capacity * span), 4) if span else 0.0}
+
+
+def beyond_guarantee(facts, tenants, factor):
+    """Every Workload asking more GPUs than its tenant's guarantee (``tenants``' ``gpus``): Kueue admits it only by
+    borrowing, which the guarantee does not promise, so the time-to-guarantee never sees it. ``[{"workload", "job",
+    "tenant", "gpus", "guarantee", "wait", "trace_wait", "evictions", "why"}]`` (waits in wall and trace seconds,
+    None when never admitted), longest wait first."""
+    out = []
+    for fact in facts:
+        guarantee = (tenants.get(fact["tenant"]) or {}).get("gpus") or 0
+        if fact["gpus"] <= guarantee:
+            continue
+        why = "asks %d GPUs, above its tenant's guarantee of %d: admitted only when the cohort lent %d" % (
+            fact["gpus"], guarantee, fact["gpus"] - guarantee)
+        out.append({"workload": fact["workload"], "job": fact["job"], "tenant": fact["tenant"], "gpus": fact["gpus"],
+                    "guarantee": guarantee, "wait": fact["wait"],
+                    "trace_wait": None if fact["wait"] is None else fact["wait"] * factor,
+                    "evictions": fact["evictions"], "why": why if fact["wait"] is not None else why + "; never admitted"})
+    return sorted(out, key=lambda x: (x["wait"] is not None, -(x["wait"] or 0), x["workload"]))
 
 
 def events_by_workload(events):
@@ -253,14 +277,27 @@ def metric_table(results):
     return table
 
 
+def policy_label(tenants):
+    """The declared quotas in a few words, for titles: ``guarantees 6/5/5 GPUs, weights 2/1/1, borrowing limits
+    -/-/-`` (tenants in name order; ``-``: no limit)."""
+    names = sorted(tenants)
+
+    def column(key, default):
+        return "/".join(_cell(default if (tenants[t] or {}).get(key) is None else tenants[t][key]) for t in names)
+
+    return "guarantees %s GPUs, weights %s, borrowing limits %s" % (
+        column("gpus", 0), column("weight", 1), column("borrowing_limit", "-"))
+
+
 def replay_document(cluster, plan, submitted, workloads, tenants, now, events=None, guarantee_bound=20.0,
-                    kueue_metrics=None):
+                    kueue_metrics=None, eviction_limit=10):
     """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
     scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
     after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees); ``events``: the
     tenants' events.k8s.io/v1 Events (the Workloads' histories, ``workload_holds``); ``guarantee_bound``: seconds
     a tenant may wait for GPUs within its guarantee; ``kueue_metrics``: what Kueue's own metrics said
-    (``metric_table``'s input, reported beside the figures from the Workloads)."""
+    (``metric_table``'s input, reported beside the figures from the Workloads); ``eviction_limit``: the most
+    evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779, #14543)."""
     jobs = plan["jobs"]
     by_name = dict((j["name"], j) for j in jobs)
     facts = [f for f in (workload_facts(w, by_name) for w in workloads) if f is not None]
@@ -273,41 +310,50 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
             fact["unknown"] = [fact["created"], fact["reserved"]]  # its earlier holds are not known
     factor = plan["compression"]["factor"]
     names = sorted(set(j["tenant"] for j in jobs))
-    largest = dict((t, max(j["gpus"] for j in jobs if j["tenant"] == t)) for t in names)
     steps = share_steps(facts)
     lost = lost_jobs(jobs, facts)
     admitted = set(f["job"] for f in facts if f["reserved"] is not None)
-    share = share_check(steps, plan["capacity"], dict((t, tenants.get(t, {}).get("weight", 1)) for t in names), largest)
+    share = share_check(steps, plan["capacity"], dict((t, tenants.get(t) or {}) for t in names))
     guarantee = guarantee_check(facts, dict((t, tenants.get(t, {})) for t in names), guarantee_bound)
     unjudged = sum(v["unjudged"] for v in guarantee["tenants"].values())
+    looping = sorted((f["evictions"], f["workload"]) for f in facts if f["evictions"] > eviction_limit)
     checks = [
         {"name": "no Job lost", "passed": not lost, "detail": "%d of %d lost%s" % (
             len(lost), len(jobs), (": " + ", ".join(lost[:10])) if lost else "")},
         {"name": "every Job's Workload admitted by Kueue", "passed": len(admitted) == len(jobs),
          "detail": "%d Workloads with QuotaReserved of %d Jobs" % (
              len([f for f in facts if f["reserved"] is not None]), len(jobs))},
-        {"name": "contended share within the bound of the weighted max-min share", "passed": share["passed"],
-         "detail": "%s s of contention" % share["contended_seconds"]},
+        {"name": "contended share within its tolerance of the fair reference (guarantee first, then by weight)",
+         "passed": share["passed"], "detail": share["detail"]},
         {"name": "every tenant gets its guarantee within %g s" % guarantee_bound, "passed": guarantee["passed"],
          "detail": "longest %g s (%s)%s%s" % (
              guarantee["longest"]["seconds"], guarantee["longest"]["tenant"] or "-",
              "; %d Workloads' histories incomplete" % incomplete if incomplete else "",
              "; %d episodes not judged" % unjudged if unjudged else "")},
+        {"name": "no Workload evicted more than %d times" % eviction_limit, "passed": not looping,
+         "detail": "most %d%s" % (max([f["evictions"] for f in facts] or [0]), "; " + ", ".join(
+             "%s %d" % (name, count) for count, name in reversed(looping[-5:])) if looping else "")},
     ]
     start = min([f["created"] for f in facts] or [0])
+    quotas = dict((t, tenants.get(t) or {}) for t in names)
     return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
             "capacity": plan["capacity"], "window": plan["window"], "compression": plan["compression"],
             "scaling": plan["scaling"], "adapter": plan["adapter"], "assignment": plan["assignment"],
             "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
                            "lateness": submitted.get("lateness")},
             "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
-            "guarantee": guarantee, "histories_incomplete": incomplete, "kueue_metrics": metric_table(kueue_metrics),
+            "guarantee": guarantee, "beyond_guarantee": beyond_guarantee(facts, tenants, factor),
+            "eviction_limit": eviction_limit, "histories_incomplete": incomplete, "kueue_metrics": metric_table(kueue_metrics),
             "wait_samples": dict((t, sorted(f["wait"] * factor for f in facts if f["tenant"] == t and f["wait"] is not None))
                                  for t in names),
             "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
             "most_evictions": max([f["evictions"] for f in facts] or [0]),
             "workloads": len(facts),
-            "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps]}
+            "policy": policy_label(quotas),
+            "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps],
+            "reference_timeline": [[round(t - start, 3), dict((k, round(v, 3)) for k, v in fairness.fair_reference(
+                plan["capacity"], dict((k, v["wanted"]) for k, v in s.items()), quotas).items() if k in s)]
+                for t, s in steps]}
 
 
 def _cell(value):
@@ -331,7 +377,7 @@ def replay_markdown(doc):
               "after (%g x capacity), peak %s; %d tasks capped at one node, %d thinned out (stable hash)." % (
                   s["load_factor"], doc["capacity"], s["trace_time_load"], s["factor"], s["trace_mean_demand"],
                   s["mean_demand"], s["achieved_load"], s["peak_demand"], s["capped"], s["thinned"]),
-              "- Tenants: by %s." % doc["assignment"]["by"],
+              "- Tenants: by %s; declared quotas: %s." % (doc["assignment"]["by"], doc.get("policy", "-")),
               "- Submission: %s created, %s existing; lateness max %s s, mean %s s." % (
                   doc["submission"]["created"], doc["submission"]["existing"],
                   (doc["submission"]["lateness"] or {}).get("max"), (doc["submission"]["lateness"] or {}).get("mean")),
@@ -347,17 +393,20 @@ def replay_markdown(doc):
         lines.append("| %s | %s |" % (text, a.get(key)))
     lines += ["", "## Per tenant", "",
               "| tenant | Jobs | wait p50 / p95 / max (wall s) | (trace s) | GPU-hours (wall / trace) | preempted | "
-              "caused | contended share | fair share | bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "caused | contended share | reference | tolerance |", "|---|---|---|---|---|---|---|---|---|---|"]
     for tenant, f in sorted(doc["tenants"].items()):
         x, share = f["waits"], doc["share"]["tenants"].get(tenant, {})
         lines.append("| %s | %d | %s / %s / %s | %s / %s / %s | %s / %s | %d | %d | %s | %s | %s |" % (
             tenant, f["workloads"], _cell(x["p50"]), _cell(x["p95"]), _cell(x["max"]), _cell(x["trace_p50"]),
             _cell(x["trace_p95"]), _cell(x["trace_max"]), f["gpu_hours"], f["trace_gpu_hours"],
-            f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("fair"), share.get("bound")))
+            f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("reference"), share.get("tolerance")))
     lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
-              "tenants had pending work (%s s), against the demand-capped weighted max-min share; the bound is "
-              "max(10%% of capacity, the tenant's largest task)." % doc["share"]["contended_seconds"], ""]
+              "tenants had pending work (%s s), against Kueue's promise at each moment (the reference: what it "
+              "asks up to its nominal quota, then the cohort's unused lendable quota by weight within its "
+              "borrowing limit); the tolerance is the larger of %g GPU and %g %% of the reference." % (
+                  doc["share"]["contended_seconds"], fairness.SHARE_TOLERANCE_GPUS,
+                  100 * fairness.SHARE_TOLERANCE_FRACTION), ""]
     g = doc.get("guarantee")
     if g:
         lines += ["## Time-to-guarantee", "",
@@ -367,13 +416,24 @@ def replay_markdown(doc):
                   "than two reservations, or events gone): their earlier holds are missing, so from its creation "
                   "to its last reservation such a Workload's state is unknown, and its tenant's episodes in that "
                   "span are not judged (counted apart)." % (g["bound"], doc.get("histories_incomplete", 0)), "",
-                  "| tenant | guarantee episodes | not judged | reclaims | max (s) | p95 (s) | longest reclaim (s) | "
-                  "over the bound |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| tenant | episodes | not judged | after a release: count / max / p95 (s) | reclaims from "
+                  "borrowers: count / max / p95 (s) | over the bound |",
+                  "|---|---|---|---|---|---|"]
         for tenant, v in sorted(g["tenants"].items()):
-            lines.append("| %s | %d | %d | %d | %s | %s | %s | %d |" % (
-                tenant, v["episodes"], v.get("unjudged", 0), v["reclaims"], _cell(v["max"]), _cell(v["p95"]),
-                _cell(v["reclaim_max"]), v["over_bound"]))
+            lines.append("| %s | %d | %d | %d / %s / %s | %d / %s / %s | %d |" % (
+                tenant, v["episodes"], v.get("unjudged", 0), v["episodes"] - v["reclaims"], _cell(v["release_max"]),
+                _cell(v["release_p95"]), v["reclaims"], _cell(v["reclaim_max"]), _cell(v["reclaim_p95"]),
+                v["over_bound"]))
+        lines.append("")
+    big = doc.get("beyond_guarantee") or []
+    lines += ["### Workloads larger than their tenant's guarantee", "",
+              "The time-to-guarantee does not see them: no guarantee promises them GPUs. %d of them." % len(big), ""]
+    if big:
+        lines += ["| Workload | tenant | GPUs | guarantee | wait (wall s / trace s) | evictions | why |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += ["| %s | %s | %d | %d | %s / %s | %d | %s |" % (
+            b["workload"], b["tenant"], b["gpus"], b["guarantee"], _cell(b["wait"]), _cell(b["trace_wait"]),
+            b["evictions"], b["why"]) for b in big]
         lines.append("")
     metrics = doc.get("kueue_metrics") or {}
     if metrics:

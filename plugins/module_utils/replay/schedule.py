@@ -192,8 +192,11 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
 
 
 def tenant_queues(tenants, suffix):
-    """``{tenant: {"namespace", "queue", "weight", "gpus", "max_jobs"}}`` of the tenants role's normalised tenants:
-    a tenant's Jobs go to its first namespace and its LocalQueue ``<name><suffix>``."""
+    """``{tenant: {"namespace", "queue", "weight", "gpus", "borrowing_limit", "lending_limit", "max_jobs"}}`` of
+    the tenants role's normalised tenants (GPUs; a limit None: none): a tenant's Jobs go to its first namespace and
+    its LocalQueue ``<name><suffix>``."""
     return dict((t["name"], {"namespace": t["namespaces"][0], "queue": t["name"] + suffix,
-                             "weight": t.get("weight", 1), "gpus": t.get("gpus"), "max_jobs": t.get("max_jobs")})
+                             "weight": t.get("weight", 1), "gpus": t.get("gpus"),
+                             "borrowing_limit": t.get("borrowing_limit"), "lending_limit": t.get("lending_limit"),
+                             "max_jobs": t.get("max_jobs")})
                 for t in tenants)
