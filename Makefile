@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -26,6 +26,7 @@ help:
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
 	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
 	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
+	@echo "make noisy-neighbour a tenant's load alone and beside another's on this host's GPUs (NOISY_SECONDS, NOISY_REPEATS; docs/validation.md)"
 
 $(VENV)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -165,6 +166,15 @@ bench: setup toolchain
 bench-scale: setup toolchain
 	mkdir -p results/bench-scale
 	$(BIN)/python tests/bench/scale.py
+
+# The noisy-neighbour measurement on a bare host (not a test; docs/validation.md "The noisy neighbour"): the load
+# generator as processes, alone and beside a neighbour on the GPUs nvidia-smi lists (on the CPU without one);
+# results/noisy-neighbour/noisy.md.
+NOISY_SECONDS ?= 30
+NOISY_REPEATS ?= 3
+NOISY_DEVICE ?= auto
+noisy-neighbour: setup
+	$(BIN)/python tests/bench/noisy_neighbour.py --seconds $(NOISY_SECONDS) --repeats $(NOISY_REPEATS) --device $(NOISY_DEVICE)
 
 clean:
 	rm -rf $(VENV) .collections results

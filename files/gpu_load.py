@@ -9,7 +9,9 @@ NumPy or pure-Python fallbacks, holding ``--cpu-memory-mib`` MiB instead, so it 
 
 Environment: ``TENANT`` (reported as is; default ``unknown``).
 Output (stdout, one line): {"tenant", "device", "backend", "memory_held_mib", "seconds", "matmuls",
-"tflops"} where tflops is achieved TFLOP/s over the run (2*n^3 floating point operations per matmul).
+"tflops", "started", "ended", "visible_devices"} where tflops is achieved TFLOP/s over the run (2*n^3 floating
+point operations per matmul), started and ended the run's wall-clock bounds (Unix seconds; the noisy-neighbour
+measurement checks two runs overlapped) and visible_devices the ``CUDA_VISIBLE_DEVICES`` it ran with (or null).
 Exit status 0, or 2 for bad arguments.
 """
 
@@ -123,11 +125,13 @@ def main(argv=None):
     if args.device == "cuda" and (torch is None or not torch.cuda.is_available()):
         print("gpu_load: --device cuda asked, but PyTorch with CUDA is not available", file=sys.stderr)
         return 2
+    started = time.time()
     if torch is not None and torch.cuda.is_available():
         result = run_cuda(torch, args)
     else:
         result = run_cpu(args)
-    result = dict(tenant=os.environ.get("TENANT", "unknown"), **result)
+    result = dict(tenant=os.environ.get("TENANT", "unknown"), started=round(started, 3), ended=round(time.time(), 3),
+                  visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), **result)
     print(json.dumps(result, sort_keys=True))
     sys.stdout.flush()
     return 0

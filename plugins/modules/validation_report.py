@@ -88,7 +88,7 @@ images:
   returned: always
   type: dict
 summary:
-  description: One line per scenario with its result, for the play's output.
+  description: One line per scenario with its result (passed, FAILED, or measured nothing when it has no check), for the play's output.
   returned: always
   type: list
   elements: str
@@ -141,8 +141,8 @@ def main():
                                params["capacity"])
     paths = {"json": os.path.join(params["path"], "report.json"), "markdown": os.path.join(params["path"], "report.md")}
     images = {}
-    summary = ["%s: %s (%d checks)" % (s["name"], "passed" if all(c["passed"] for c in s["checks"]) else "FAILED",
-                                       len(s["checks"])) for s in params["scenarios"]]
+    summary = ["%s: %s (%d checks)" % (s["name"], "measured nothing" if not s["checks"] else "passed" if all(
+        c["passed"] for c in s["checks"]) else "FAILED", len(s["checks"])) for s in params["scenarios"]]
     if not module.check_mode:
         os.makedirs(params["path"], exist_ok=True)
         guarantees = {t["name"]: t["gpus"] for t in params["tenants"]}

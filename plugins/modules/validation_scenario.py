@@ -38,6 +38,13 @@ description:
     against its backoffLimit (the load Jobs' podFailurePolicy ignores DisruptionTarget), every Workload evicted
     only by waitForPodsReady or preemption (counted, with reasons), none deactivated, every Job done once, and on
     Prometheus C(FairgpuGuaranteesOverCapacity) firing while the node was away.
+  - C(noisy_neighbour) measures the task's acceptance criterion on real GPUs. The first tenant's one-device load
+    Job runs alone, then beside the second tenant's, both pinned to one node with room for both (whole GPUs of that
+    node, or on path mig instances of its MIG GPUs), C(noisy_repeats) times each; the throughput each achieved is
+    the load generator's JSON line in its pod's log (files/gpu_load.py). Judged are the neighbour overlapping each
+    run, and the victim's median throughput beside it at most 20 % (whole GPUs) or 5 % (MIG) below its median
+    alone (plugins/module_utils/validation/noisy.py). On simulated GPUs nothing runs and the result says it
+    measured nothing, with no check.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
@@ -53,8 +60,8 @@ options:
     description: The scenario.
     type: str
     required: true
-    choices: [baseline, flood, flood_reverse, mig, isolation, kueue_restart, prometheus_restart, control_plane_restart,
-              gpu_node_loss]
+    choices: [baseline, flood, flood_reverse, mig, isolation, noisy_neighbour, kueue_restart, prometheus_restart,
+              control_plane_restart, gpu_node_loss]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -69,7 +76,7 @@ options:
         C(flood_extra_jobs), C(flood_seconds), C(flood_backlog_jobs), C(guarantee_bound_seconds),
         C(running_bound_seconds), C(accounting_grace_seconds), C(finish_timeout), C(mig_seconds), C(mig_extra_jobs),
         C(alert_timeout), C(prometheus_step) (a Prometheus duration), C(fault_down_seconds),
-        C(fault_guarantee_bound_seconds) and, for C(isolation),
+        C(fault_guarantee_bound_seconds), C(noisy_seconds), C(noisy_repeats) and, for C(isolation),
         C(probe_timeout).
     type: dict
     required: true
@@ -167,7 +174,7 @@ def argspec():
     spec.update(
         name=dict(type="str", required=True,
                   choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart",
-                           "prometheus_restart", "control_plane_restart", "gpu_node_loss"]),
+                           "prometheus_restart", "control_plane_restart", "gpu_node_loss", "noisy_neighbour"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),

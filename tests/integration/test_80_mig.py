@@ -65,7 +65,7 @@ def test_site_on_path_mig(core, kueue):
 
 
 def test_validate_on_path_mig(cluster):
-    """validate.yml with path mig's default scenarios (baseline, mig, isolation), as `molecule test -s mig`
+    """validate.yml with path mig's default scenarios (baseline, mig, isolation, noisy_neighbour), as `molecule test -s mig`
     verifies with the same shorter Jobs; that scenario is `make molecule-mig`, not part of `make test`, since this
     test runs the same playbooks on the shared cluster (docs/testing.md "Tests")."""
     run = playbook("validate.yml", "-e", json.dumps({"path": "mig", "validate_baseline_seconds": 5,
@@ -73,9 +73,12 @@ def test_validate_on_path_mig(cluster):
     assert run.rc == 0, run.messages()
     with open(os.path.join(ROOT, "results", "integration", "report.json")) as handle:
         report = json.load(handle)
-    assert [s["name"] for s in report["scenarios"]] == ["baseline", "mig", "isolation"]
-    for scenario in report["scenarios"]:
+    assert [s["name"] for s in report["scenarios"]] == ["baseline", "mig", "isolation", "noisy_neighbour"]
+    for scenario in report["scenarios"][:3]:
         assert scenario["checks"] and all(c["passed"] for c in scenario["checks"]), scenario["name"]
+    # On simulated GPUs the noisy neighbour measures nothing, passes nothing and says why.
+    noisy = report["scenarios"][3]
+    assert noisy["checks"] == [] and noisy["notes"][0].startswith("Not measured: the GPUs are simulated"), noisy
     scenario = next(s for s in report["scenarios"] if s["name"] == "mig")
     assert len(scenario["checks"]) == 6
     waiting = next(c for c in scenario["checks"] if "above its quota" in c["check"])

@@ -16,7 +16,7 @@ SETTINGS = {"baseline_jobs": 3, "baseline_seconds": 10, "flood_extra_jobs": 4, "
             "flood_backlog_jobs": 60, "guarantee_bound_seconds": 15.0, "running_bound_seconds": 60.0,
             "accounting_grace_seconds": 10.0, "finish_timeout": 600, "mig_seconds": 20, "mig_extra_jobs": 1,
             "alert_timeout": 300, "prometheus_step": "5s", "fault_down_seconds": 30,
-            "fault_guarantee_bound_seconds": 30.0}
+            "fault_guarantee_bound_seconds": 30.0, "noisy_seconds": 60, "noisy_repeats": 3}
 
 
 def tenant(name, gpus=8, borrowing_limit=8, resource="nvidia.com/gpu"):

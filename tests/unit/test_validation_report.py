@@ -124,6 +124,14 @@ def test_report_document_and_markdown():
     assert "Result: **FAILED**" in md and "![GPUs held per tenant: flood](flood.png)" in md
     assert "| team-a | team-a | nvidia.com/gpu | 8 | 8 | 8 | 16 | 1 |" in md
     assert report_document("x", [A], [], "t")["passed"] is False
+    # A scenario that measured nothing (the noisy neighbour on simulated GPUs) passes nothing and fails nothing: its
+    # section has its note and no table.
+    quiet = {"name": "noisy_neighbour", "title": "Noisy neighbour: team-a beside team-b", "checks": [], "metrics": {},
+             "notes": ["Not measured: the GPUs are simulated. Nothing here passes or fails."]}
+    doc = report_document("embedded", [A, B], [good, quiet], "t")
+    assert doc["passed"] is True and doc["failed_checks"] == []
+    section = report_markdown(doc, {}).split("## Noisy neighbour: team-a beside team-b")[1]
+    assert "- Not measured: the GPUs are simulated." in section and "| check |" not in section
 
 
 def test_held_series_orders_and_dedups():

@@ -28,10 +28,12 @@ import copy
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
+    HOSTNAME_LABEL,
     JOB_NAME_LABEL,
     KUEUE_API,
     LOAD_JOB_PREFIX,
     MANAGED_BY,
+    MIG_RESOURCE_PREFIX,
     VALIDATION_LABEL,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import reader
@@ -40,7 +42,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import duration_seconds
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import PrometheusError
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.quota import reachable
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import faults, scenarios
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import faults, noisy, scenarios
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.load import LOAD_SCRIPT_CONFIGMAP, job_manifest
 
 try:
@@ -56,7 +58,7 @@ FAST_POLL, POLL = 0.5, 1
 SETTING_NAMES = ("baseline_jobs", "baseline_seconds", "flood_extra_jobs", "flood_seconds", "flood_backlog_jobs",
                  "guarantee_bound_seconds", "running_bound_seconds", "accounting_grace_seconds", "finish_timeout",
                  "mig_seconds", "mig_extra_jobs", "alert_timeout", "prometheus_step", "fault_down_seconds",
-                 "fault_guarantee_bound_seconds")
+                 "fault_guarantee_bound_seconds", "noisy_seconds", "noisy_repeats")
 
 
 class StepFailed(Exception):
@@ -156,6 +158,18 @@ def gpu_node_loss_plan(run):
     return values
 
 
+def noisy_neighbour_plan(run):
+    """The first tenant is the victim, the second its neighbour; on path mig (MIG resources) they share a GPU's
+    instances, otherwise each has whole GPUs of one node (noisy.PLACEMENTS)."""
+    values = _common(run)
+    victim, neighbour = values["a"], values["b"]
+    mig = any(t["gpu_resource"].startswith(MIG_RESOURCE_PREFIX) for t in (victim, neighbour))
+    values.update(scenario="noisy_neighbour", victim=victim, neighbour=neighbour,
+                  placement="mig_instances" if mig else "own_gpus", seconds=int(run.settings["noisy_seconds"]),
+                  repeats=int(run.settings["noisy_repeats"]))
+    return values
+
+
 def mig_plan(run):
     plan = _common(run)
     a, b, extra = plan["a"], plan["b"], run.settings["mig_extra_jobs"]
@@ -226,6 +240,16 @@ def judge_gpu_node_loss(plan, kept, settings):
         kept.get("capacity_alert"), kept["workloads_before"], kept["workloads_after"], kept["all_jobs"],
         kept["all_pods"], kept["finished"], plan["guaranteed"])
     return _with_noise(result, kept)
+
+
+def judge_noisy_neighbour(plan, kept, settings):
+    victim, neighbour = plan["victim"]["name"], plan["neighbour"]["name"]
+    if not plan["real_gpus"]:
+        return noisy.not_measured(victim, neighbour, "the GPUs are simulated (kwok nodes run no load, so there is "
+                                  "no throughput to compare); tests/bench/noisy_neighbour.py measures a bare host")
+    runs = kept["noisy"]
+    where = "node %s, %s and %s" % (runs["node"], plan["victim"]["gpu_resource"], plan["neighbour"]["gpu_resource"])
+    return noisy.judge(victim, neighbour, {plan["placement"]: dict(runs, where=where)})
 
 
 def _with_noise(result, kept):
@@ -410,6 +434,16 @@ GPU_NODE_LOSS = Scenario(gpu_node_loss_plan, [
 ], [judge_gpu_node_loss])
 
 
+# The task's acceptance criterion (issue 28): the victim's load alone, then beside its neighbour's on the same node,
+# noisy_repeats times each, alternating; throughput from the load generator's line in each pod's log. Nothing runs
+# where the GPUs are simulated: the judge says so.
+NOISY_NEIGHBOUR = Scenario(noisy_neighbour_plan, [
+    Step("noisy_runs", "{victim[name]} alone, then beside {neighbour[name]} on one node, {repeats} times each "
+         "({seconds} s runs)", when="real_gpus", save="noisy"),
+    Step("cleanup", "clean up"),
+], [judge_noisy_neighbour])
+
+
 SCENARIOS = {
     "baseline": Scenario(baseline_plan, [
         Step("submit", "{jobs} one-GPU Jobs per tenant", jobs=[("a", "jobs", 0, False), ("b", "jobs", 0, False)]),
@@ -432,6 +466,7 @@ SCENARIOS = {
     "gpu_node_loss": GPU_NODE_LOSS,
     # Prometheus killed while the over-guarantee alert fires (docs/failures.md).
     "prometheus_restart": PROMETHEUS_RESTART,
+    "noisy_neighbour": NOISY_NEIGHBOUR,
     # Path mig: each tenant runs one 1-device Job per MIG device of its guarantee; the first also asks for
     # mig_extra_jobs more than its quota.
     "mig": Scenario(mig_plan, [
@@ -706,6 +741,65 @@ class Run(object):
             self.client, self.waiter, never, self.value(plan, seconds), POLL, namespaces=self.namespaces, pods=True,
             gpu_pods=True, resource=plan[tenant]["gpu_resource"])
         kept[save] = dict(info, elapsed=elapsed, timeline=timeline)
+
+    def do_noisy_runs(self, plan, kept, title, save):
+        """The noisy-neighbour runs: on one node with room for both loads (``noisy_node``), ``repeats`` times the
+        victim's one-device Job alone, then the victim's and the neighbour's together. Keeps ``{"node", "alone":
+        [record], "beside": [(victim's record, neighbour's record)]}`` (noisy.load_records of each pod's log)."""
+        victim, neighbour = plan["victim"], plan["neighbour"]
+        node = self.noisy_node(victim, neighbour, title)
+        runs = {"node": node, "alone": [], "beside": []}
+        for repeat in range(plan["repeats"]):
+            alone = self.noisy_job(plan, victim, 2 * repeat, node)
+            runs["alone"].append(self.noisy_record(alone, title))
+            pair = (self.noisy_job(plan, victim, 2 * repeat + 1, node), self.noisy_job(plan, neighbour, repeat, node))
+            runs["beside"].append(tuple(self.noisy_record(job, title) for job in pair))
+        kept[save] = runs
+
+    def noisy_node(self, victim, neighbour, title):
+        """A Ready, schedulable node offering one device for each load (two where both ask the same resource): its
+        ``kubernetes.io/hostname`` label, which the load Jobs select (not always the Node's name)."""
+        wanted = {}
+        for tenant in (victim, neighbour):
+            wanted[tenant["gpu_resource"]] = wanted.get(tenant["gpu_resource"], 0) + 1
+        for node in self.items("Node", "v1", None):
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (node.get("status") or {}).get("conditions") or [])
+            offered = (node.get("status") or {}).get("allocatable") or {}
+            hostname = (node["metadata"].get("labels") or {}).get(HOSTNAME_LABEL)
+            if ready and hostname and not (node.get("spec") or {}).get("unschedulable") and all(
+                    int(offered.get(r, 0)) >= n for r, n in wanted.items()):
+                return hostname
+        raise StepFailed("%s: no Ready, schedulable node offers %s" % (
+            title, ", ".join("%d %s" % (n, r) for r, n in sorted(wanted.items()))))
+
+    def noisy_job(self, plan, tenant, index, node):
+        """Create one pinned load Job of ``tenant``; returns its description."""
+        job = dict(scenarios.load_jobs(tenant, 1, plan["scenario"], plan["seconds"], self.suffix, start=index)[0],
+                   node=node)
+        self.client.create(self.resource("Job", "batch/v1"), job_manifest(job, self.pod), namespace=job["namespace"])
+        return job
+
+    def noisy_record(self, job, title):
+        """Wait for ``job`` to succeed; the load generator's line in its pod's log."""
+        def read():
+            return self.items("Job", "batch/v1", job["namespace"], field_selector="metadata.name=%s" % job["name"])
+
+        def done(found):
+            status = (found[0].get("status") or {}) if found else {}
+            return bool(status.get("succeeded") or status.get("failed"))
+
+        ended, found, _elapsed = self.waiter.wait(read, job["seconds"] + self.settings["finish_timeout"], 2, done)
+        if not ended or not (found[0].get("status") or {}).get("succeeded"):
+            raise StepFailed("%s: Job %s/%s did not succeed (%s)" % (
+                title, job["namespace"], job["name"], (found[0].get("status") if found else "gone")))
+        pods = self.items("Pod", "v1", job["namespace"], label_selector="%s=%s" % (JOB_NAME_LABEL, job["name"]))
+        pod = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"][0]["metadata"]["name"]
+        log = self.resource("Pod", "v1").log.get(name=pod, namespace=job["namespace"], serialize=False)
+        try:
+            return noisy.load_records(log.data.decode("utf-8"), "pod %s/%s" % (job["namespace"], pod))[-1]
+        except noisy.LoadOutputError as exc:
+            raise StepFailed("%s: %s" % (title, exc))
 
     def do_cleanup(self, plan, kept, title):
         """Delete the validation's Jobs (their pods in the background) and wait until they and their Workloads are

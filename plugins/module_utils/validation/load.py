@@ -18,6 +18,7 @@ __metaclass__ = type
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
+    HOSTNAME_LABEL,
     QUEUE_LABEL,
     TENANT_LABEL,
     VALIDATION_LABEL,
@@ -39,9 +40,9 @@ POD_DEFAULTS = {"image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "memor
 
 def job_manifest(job, pod=None):
     """The Job of one load description ``job`` (``scenarios.load_jobs``: name, namespace, queue, tenant, scenario,
-    seconds, resource, gpus, backlog). ``pod``: ``image``, ``memory_fraction`` (of the GPU's memory gpu_load.py
-    holds), ``user`` and ``group`` (numeric), ``simulated`` (kwok runs the pod: its run-time annotations), over
-    POD_DEFAULTS."""
+    seconds, resource, gpus, backlog; ``node``, when given, pins its pod to that node by name). ``pod``: ``image``,
+    ``memory_fraction`` (of the GPU's memory gpu_load.py holds), ``user`` and ``group`` (numeric), ``simulated``
+    (kwok runs the pod: its run-time annotations), over POD_DEFAULTS."""
     settings = dict(POD_DEFAULTS, **(pod or {}))
     seconds = "%ds" % int(job["seconds"])
     labels = {QUEUE_LABEL: job["queue"], VALIDATION_LABEL: job["scenario"], TENANT_LABEL: job["tenant"]}
@@ -59,7 +60,7 @@ def job_manifest(job, pod=None):
         }
     devices = {job["resource"]: str(job["gpus"])}
     resources = {"cpu": "2", "memory": "8Gi"}
-    return {
+    manifest = {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job["name"], "namespace": job["namespace"], "labels": labels},
         "spec": {
@@ -92,3 +93,7 @@ def job_manifest(job, pod=None):
             },
         },
     }
+    if job.get("node"):
+        # The well-known label every kubelet sets on its Node (k8s.io/api core/v1 LabelHostname).
+        manifest["spec"]["template"]["spec"]["nodeSelector"] = {HOSTNAME_LABEL: job["node"]}
+    return manifest

@@ -144,7 +144,8 @@ def report_markdown(document, images):
                                                for k, v in sorted(metrics.items())) + ".", ""]
         if scenario.get("notes"):
             lines += ["- " + note for note in scenario["notes"]] + [""]
-        lines += ["| check | expected | observed | result |", "|---|---|---|---|"]
+        if scenario["checks"]:
+            lines += ["| check | expected | observed | result |", "|---|---|---|---|"]
         for c in scenario["checks"]:
             lines.append("| %s | %s | %s | %s |" % (_cell(c["check"]), _cell(c["expected"]), _cell(c["observed"]),
                                                     "pass" if c["passed"] else "**FAIL**"))
