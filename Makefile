@@ -24,7 +24,7 @@ help:
 	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; docs/measurements.md: Scale)"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (docs/replay.md: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
-	@echo "make replay-compare the same short replay under each Kueue policy, one comparison report (about 31 min)"
+	@echo "make replay-compare the same short replay under each Kueue policy, COMPARE_RUNS (3) times each, one comparison report (about 1.5 h)"
 	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
 	@echo "make noisy-neighbour a tenant's load alone and beside another's on this host's GPUs (NOISY_SECONDS, NOISY_REPEATS; docs/validation.md)"
 
@@ -120,20 +120,24 @@ replay: setup toolchain
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $(REPLAY_VARS); rc=$$?; \
 	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(REPLAY_VARS); exit $$rc
 
-# The same short replay under each policy (inventories/replay-compare/policies/), each on a fresh embedded cluster
-# fairgpu-policy (site.yml, replay.yml, teardown.yml), then one comparison report in results/replay-compare/.
+# The same short replay under each policy (inventories/replay-compare/policies/), COMPARE_RUNS times each, every run
+# on a fresh embedded cluster fairgpu-policy (site.yml, replay.yml, teardown.yml; results/replay-compare/<policy>/
+# run-<n>/), then one comparison report in results/replay-compare/ with each figure's min/median/max over the runs.
 # A policy whose replay checks fail still has its report; the comparison shows the checks.
 COMPARE_VARS := -e @inventories/replay-compare/compare.yml
 COMPARE_POLICIES ?= strict borrowing fair
+COMPARE_RUNS ?= 3
 replay-compare: setup toolchain
-	for policy in $(COMPARE_POLICIES); do \
+	for policy in $(COMPARE_POLICIES); do for run in $$(seq 1 $(COMPARE_RUNS)); do \
 	  vars="$(COMPARE_VARS) -e @inventories/replay-compare/policies/$$policy.yml"; \
+	  dir="$(CURDIR)/results/replay-compare/$$policy/run-$$run"; \
 	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $$vars && \
-	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $$vars; \
-	  echo "$$policy rc=$$?"; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $$vars -e replay_results_dir=$$dir; \
+	  echo "$$policy run $$run rc=$$?"; \
 	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $$vars; \
-	done
-	$(BIN)/ansible-playbook playbooks/replay_compare.yml -e '{"replay_compare_policies": "$(COMPARE_POLICIES)"}'
+	done; done
+	$(BIN)/ansible-playbook playbooks/replay_compare.yml \
+	  -e '{"replay_compare_policies": "$(COMPARE_POLICIES)", "replay_compare_runs": $(COMPARE_RUNS)}'
 
 # The quota advisor: a model of Kueue's admission searches guarantees, borrowing limits and weights that meet the
 # wait targets (inventories/replay-compare/advise.yml) with the smallest sum of guarantees, then the

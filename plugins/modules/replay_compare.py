@@ -15,7 +15,7 @@ description:
   - Reads the C(replay.json) of several replays (M(fairgpu.tenancy.replay_report)), for example the same replay under
     several Kueue policies, and writes one comparison (C(plugins/module_utils/replay/compare.py)) into O(path) as
     C(compare.json), C(compare.md) and C(waits.png) (wait p50 and p95 per tenant per policy, with the model's
-    p95 where given).
+    p95 where given, and the min..max of the runs' p95 where a policy has O(policies[].runs)).
   - Where a policy comes with the model's prediction (the C(prediction) it returns), each tenant's
     row shows it next to the measurement.
   - With O(targets) (the quota advisor's) each policy with a prediction is also checked
@@ -60,6 +60,13 @@ options:
       settings:
         description: The policy's settings (tenants, fair sharing), kept in C(compare.json).
         type: dict
+      runs:
+        description:
+          - Paths of the C(replay.json) of every run of the policy (repeated replays on fresh clusters), O(policies[].report)
+            among them. The comparison then gives min, median and max over the runs per tenant, and claims a
+            difference in wait p95 between two policies only where their ranges do not overlap.
+        type: list
+        elements: path
   targets:
     description:
       - "The wait targets the quota advisor was given, C({tenant: {p95: 3600}}) in trace seconds (keys p50, p95,
@@ -133,6 +140,12 @@ def plot(path, title, tenants, series):
             p50 = [v or 0 for v in series[name]["p50"]]
             ax.bar(xs, p95, width * 0.9, color="C%d" % index, label="%s p95" % name)
             ax.bar(xs, p50, width * 0.9, color="white", alpha=0.45, hatch="//", edgecolor="C%d" % index)
+            ranges = [(x, p, r) for x, p, r in zip(xs, p95, series[name].get("p95_range") or []) if r]
+            if ranges:
+                ax.errorbar([x for x, _p, _r in ranges], [p for _x, p, _r in ranges],
+                            yerr=[[max(0.0, p - r[0]) for _x, p, r in ranges], [max(0.0, r[1] - p) for _x, p, r in ranges]],
+                            fmt="none", ecolor="black", capsize=3, linewidth=1,
+                            label="p95 min..max of the runs" if index == 0 else None)
             model = [(x, v) for x, v in zip(xs, series[name]["model_p95"]) if v is not None]
             if model:
                 first = index == 0 or not any(series[n]["model_p95"] for n in names[:index])
@@ -140,7 +153,7 @@ def plot(path, title, tenants, series):
                         label="model p95" if first else None)
         ax.set_xticks(range(len(tenants)))
         ax.set_xticklabels(tenants)
-        ax.set_ylabel("wait in trace hours (bar p95, hatched p50)")
+        ax.set_ylabel("wait, trace hours (bar p95, hatched p50; medians of the runs)")
         ax.set_title(title, fontsize=10)
     return write_png(path, draw, grid_axis="y", legend_loc="upper right")
 
@@ -156,6 +169,7 @@ def main():
                 description=dict(type="str", default=""),
                 prediction=dict(type="dict"),
                 settings=dict(type="dict"),
+                runs=dict(type="list", elements="path"),
             )),
             targets=dict(type="dict"),
             error_bound=dict(type="float", default=0.5),
@@ -164,13 +178,16 @@ def main():
     )
     params = module.params
     policies = []
-    for policy in params["policies"]:
+    def read(policy, field, path):
         try:
-            with open(policy["report"]) as handle:
-                report = json.load(handle)
+            with open(path) as handle:
+                return json.load(handle)
         except (IOError, OSError, ValueError) as exc:
-            module.fail_json(msg="policies[%s].report: cannot read %s: %s" % (policy["name"], policy["report"], exc))
-        policies.append(dict(policy, report=report))
+            module.fail_json(msg="policies[%s].%s: cannot read %s: %s" % (policy["name"], field, path, exc))
+
+    for policy in params["policies"]:
+        runs = [read(policy, "runs", path) for path in policy["runs"] or []]
+        policies.append(dict(policy, report=read(policy, "report", policy["report"]), runs=runs or None))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if params["error_bound"] <= 0:
         module.fail_json(msg="error_bound: a fraction of each target above 0, got %s" % params["error_bound"])

@@ -133,3 +133,55 @@ def test_replay_compare_reports_the_failed_advice(tmp_path, capsys):
     bad = run_main(replay_compare, {"path": str(tmp_path / "out"), "targets": TARGETS, "error_bound": 0,
                                     "policies": [{"name": "advised", "report": str(path)}]}, capsys)
     assert bad["failed"] and bad["msg"].startswith("error_bound:")
+
+
+# Repeated runs (issue 28, item 2): min / median / max over the runs of each policy, and a difference claimed only
+# where the ranges do not overlap.
+def test_the_spread_of_repeated_runs():
+    assert compare.spread([3.0, None, 1.0, 2.0]) == {"runs": 4, "min": 1.0, "median": 2.0, "max": 3.0}
+    assert compare.spread([4.0, 1.0]) == {"runs": 2, "min": 1.0, "median": 2.5, "max": 4.0}
+    assert compare.spread([None]) == {"runs": 1, "min": None, "median": None, "max": None}
+
+
+def with_runs(name, p95s):
+    reports = [admitted(p95) for p95 in p95s]
+    return {"name": name, "report": reports[0], "runs": reports}
+
+
+@pytest.mark.parametrize("fair, borrowing, claim", [
+    ([1800, 2000, 2200], [3000, 3600, 4000], True),    # 0.50-0.61 h below 0.83-1.11 h: differs
+    ([1800, 2000, 3200], [3000, 3600, 4000], False),   # 0.50-0.89 h overlaps 0.83-1.11 h: no difference shown
+    ([1800], [3000, 3600, 4000], None),                # one run: nothing claimed
+])
+def test_a_difference_is_claimed_only_where_the_runs_ranges_do_not_overlap(fair, borrowing, claim):
+    doc = compare.compare_document([with_runs("fair", fair), with_runs("borrowing", borrowing)], "now")
+    (difference,) = doc["differences"]
+    assert (difference["lower"], difference["higher"], difference["differs"]) == ("fair", "borrowing", claim)
+    fair_row = doc["policies"][0]
+    assert fair_row["spread"]["a"]["p95"]["runs"] == len(fair) and fair_row["runs_passed"] == [True] * len(fair)
+    page = compare.compare_markdown(doc)
+    assert "## Across repeated runs" in page
+    words = {True: "a, differs: fair", False: "a, no difference shown: fair", None: "a, one run, not claimed: fair"}
+    assert words[claim] in page, page
+
+
+def test_the_plot_series_take_the_medians_and_ranges_of_the_runs():
+    doc = compare.compare_document([with_runs("fair", [1800, 3600, 5400])], "now")
+    _tenants, series = compare.wait_series(doc)
+    assert series["fair"]["p95"] == [1.0] and series["fair"]["p95_range"] == [(0.5, 1.5)]
+
+
+def test_replay_compare_reads_every_run(tmp_path, capsys):
+    paths = []
+    for index, p95 in enumerate([1800, 3600, 5400]):
+        path = tmp_path / ("run-%d.json" % index)
+        path.write_text(json.dumps(admitted(p95)))
+        paths.append(str(path))
+    result = run_main(replay_compare, {"path": str(tmp_path / "out"), "policies": [
+        {"name": "fair", "report": paths[0], "runs": paths}]}, capsys)
+    assert not result.get("failed"), result
+    assert result["comparison"]["policies"][0]["spread"]["a"]["p95"] == {"runs": 3, "min": 1800.0, "median": 3600.0,
+                                                                         "max": 5400.0}
+    missing = run_main(replay_compare, {"path": str(tmp_path / "out"), "policies": [
+        {"name": "fair", "report": paths[0], "runs": [paths[0], str(tmp_path / "gone.json")]}]}, capsys)
+    assert missing["failed"] and missing["msg"].startswith("policies[fair].runs: cannot read")

@@ -2,8 +2,13 @@
 # Copyright: fairgpu contributors
 # Apache License 2.0 (see LICENSE)
 """Several replay reports side by side (issue 17, item 3: the same replay under several policies) and, where the
-model predicted a policy, its prediction next to the replay's measurement (item 4). Pure logic, no cluster access.
-Units: waits in trace seconds (the reports' ``trace_`` figures), GPU-hours in trace hours."""
+model predicted a policy, its prediction next to the replay's measurement (item 4), and the spread of repeated
+runs of each policy (issue 28, item 2: min, median and max over the runs; two policies differ on a figure only where
+their ranges do not overlap). Pure logic, no cluster access. Units: waits in trace seconds (the reports' ``trace_``
+figures), GPU-hours in trace hours, shares in GPUs."""
+
+# The figures of a tenant's row that repeated runs are summarised by (policy_rows' keys).
+SPREAD_FIGURES = ("p50", "p95", "max", "trace_gpu_hours", "preempted", "held")
 
 
 def _within(check):
@@ -33,6 +38,48 @@ def policy_rows(policy):
                             "trace_gpu_hours": guess.get("trace_gpu_hours")}
         rows[tenant] = row
     return rows
+
+
+def spread(values):
+    """``{"runs", "min", "median", "max"}`` of the figures of repeated runs (None left out; the median of an even
+    count is the mean of the middle two); None figures when no run has one."""
+    known = sorted(v for v in values if v is not None)
+    middle = len(known) // 2
+    median = None
+    if known:
+        median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2.0
+    return {"runs": len(values), "min": known[0] if known else None, "median": median,
+            "max": known[-1] if known else None}
+
+
+def run_spread(reports):
+    """Per tenant and ``SPREAD_FIGURES``, the ``spread`` over the replay reports of one policy's repeated runs."""
+    rows = [policy_rows({"report": report}) for report in reports]
+    tenants = sorted(set(t for row in rows for t in row))
+    return dict((t, dict((figure, spread([row.get(t, {}).get(figure) for row in rows])) for figure in SPREAD_FIGURES))
+                for t in tenants)
+
+
+def differences(policies, figure="p95"):
+    """Which policies differ on ``figure`` per tenant, from their runs' spreads (policies of ``compare_document``
+    with ``runs``): ``[{"tenant", "lower", "higher", "lower_range", "higher_range", "differs"}]`` for each pair;
+    ``differs`` only when the ranges (min..max) do not overlap. A pair with a single run on either side is not
+    claimed either way (``differs`` None)."""
+    out = []
+    with_runs = [p for p in policies if p.get("spread")]
+    for index, first in enumerate(with_runs):
+        for second in with_runs[index + 1:]:
+            for tenant in sorted(set(first["spread"]) & set(second["spread"])):
+                a, b = first["spread"][tenant][figure], second["spread"][tenant][figure]
+                if a["median"] is None or b["median"] is None:
+                    continue
+                low, high = (first, second) if a["median"] <= b["median"] else (second, first)
+                lo, hi = low["spread"][tenant][figure], high["spread"][tenant][figure]
+                claim = None if min(a["runs"], b["runs"]) < 2 else lo["max"] < hi["min"]
+                out.append({"tenant": tenant, "figure": figure, "lower": low["name"], "higher": high["name"],
+                            "lower_range": [lo["min"], lo["max"]], "higher_range": [hi["min"], hi["max"]],
+                            "differs": claim})
+    return out
 
 
 def _missed_part(row):
@@ -88,9 +135,10 @@ def advice_checks(policy, targets, error_bound):
 
 
 def compare_document(policies, now, targets=None, error_bound=0.5):
-    """``policies``: ``[{"name", "description", "report", "prediction"?, "settings"?}]`` in order. With
+    """``policies``: ``[{"name", "description", "report", "prediction"?, "settings"?, "runs"?}]`` in order
+    (``runs``: the reports of every run of the policy, ``report`` among them, summarised by ``run_spread``). With
     ``targets`` (the advisor's), each policy with a prediction also carries ``advice`` (``advice_checks``).
-    Returns the comparison as one dict."""
+    Returns the comparison as one dict, with ``differences`` (wait p95 per tenant between policies with runs)."""
     out = []
     for policy in policies:
         report = policy["report"]
@@ -104,9 +152,13 @@ def compare_document(policies, now, targets=None, error_bound=0.5):
                     "modelled": bool(policy.get("prediction"))})
         if targets and policy.get("prediction"):
             out[-1]["advice"] = advice_checks(out[-1], targets, error_bound)
+        if policy.get("runs"):
+            out[-1]["spread"] = run_spread(policy["runs"])
+            out[-1]["runs_passed"] = [r["passed"] for r in policy["runs"]]
     first = policies[0]["report"] if policies else {}
-    same = len(set((p["report"]["window"]["start"], p["report"]["window"]["tasks"]) for p in policies)) <= 1
-    return {"generated": now, "policies": out, "same_replay": same,
+    reports = [r for p in policies for r in (p.get("runs") or [p["report"]])]
+    same = len(set((r["window"]["start"], r["window"]["tasks"]) for r in reports)) <= 1
+    return {"generated": now, "policies": out, "same_replay": same, "differences": differences(out),
             "window": first.get("window"), "compression": first.get("compression"), "capacity": first.get("capacity")}
 
 
@@ -122,6 +174,11 @@ def _c(value):
 
 def _hours(seconds):
     return "-" if seconds is None else "%.2f" % (seconds / 3600.0)
+
+
+def _range(figure, show):
+    """A spread as ``min / median / max`` in ``show``'s format."""
+    return "%s / %s / %s" % (show(figure["min"]), show(figure["median"]), show(figure["max"]))
 
 
 def compare_markdown(doc, title="fairgpu replay: policies compared"):
@@ -153,6 +210,28 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
             policy["name"], policy["description"] or "-",
             "passed" if policy["passed"] else "FAILED: " + "; ".join(policy["failed_checks"]),
             _c(policy["contended_seconds"]), _c(policy["idle_while_pending"]), _c(policy["most_evictions"])))
+    spreads = [p for p in doc["policies"] if p.get("spread")]
+    if spreads:
+        lines += ["", "## Across repeated runs", "",
+                  "Each policy replayed on a fresh cluster several times: min / median / max over the runs (waits in "
+                  "trace hours, GPU-hours in trace hours, share in GPUs held under contention), the model's one "
+                  "prediction beside them.", "",
+                  "| policy | tenant | runs (passed) | wait p50 | wait p95 | model p95 | wait max | GPU-hours | "
+                  "preempted | share held |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for policy in spreads:
+            for tenant, figures in sorted(policy["spread"].items()):
+                model = (policy["tenants"].get(tenant) or {}).get("model") or {}
+                lines.append("| %s | %s | %d (%d) | %s | %s | %s | %s | %s | %s | %s |" % (
+                    policy["name"], tenant, figures["p95"]["runs"], sum(policy["runs_passed"]),
+                    _range(figures["p50"], _hours), _range(figures["p95"], _hours), _hours(model.get("p95")),
+                    _range(figures["max"], _hours), _range(figures["trace_gpu_hours"], _c),
+                    _range(figures["preempted"], _c), _range(figures["held"], _c)))
+        lines += ["", "Differences in wait p95 (claimed only where the ranges of the runs do not overlap):", ""]
+        lines += ["- %s, %s: %s %s h %s %s %s h" % (
+            d["tenant"], "differs" if d["differs"] else "no difference shown" if d["differs"] is False
+            else "one run, not claimed", d["lower"], "-".join(_hours(v) for v in d["lower_range"]),
+            "below" if d["differs"] else "against", d["higher"], "-".join(_hours(v) for v in d["higher_range"]))
+            for d in doc.get("differences") or []]
     for policy in doc["policies"]:
         advice = policy.get("advice")
         if not advice:
@@ -171,15 +250,21 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
 
 
 def wait_series(doc):
-    """``(tenants, {policy: {"p50": [...], "p95": [...], "model_p95": [...]}})`` in trace hours, for the plot."""
+    """``(tenants, {policy: {"p50": [...], "p95": [...], "max": [...], "model_p95": [...], "p95_range": [(min, max)
+    or None]}})`` in trace hours, for the plot: where the policy has runs, the medians of the runs and the range of
+    their p95; else the one report's figures."""
     tenants = sorted(set(t for p in doc["policies"] for t in p["tenants"]))
     series = {}
     for policy in doc["policies"]:
-        rows = policy["tenants"]
+        rows, ranges = policy["tenants"], policy.get("spread") or {}
         entry = {}
         for key in ("p50", "p95", "max"):
-            entry[key] = [None if rows.get(t, {}).get(key) is None else rows[t][key] / 3600.0 for t in tenants]
+            values = [ranges[t][key]["median"] if t in ranges else rows.get(t, {}).get(key) for t in tenants]
+            entry[key] = [None if v is None else v / 3600.0 for v in values]
         entry["model_p95"] = [None if not rows.get(t, {}).get("model") or rows[t]["model"]["p95"] is None
                               else rows[t]["model"]["p95"] / 3600.0 for t in tenants]
+        entry["p95_range"] = [None if t not in ranges or ranges[t]["p95"]["min"] is None
+                              else (ranges[t]["p95"]["min"] / 3600.0, ranges[t]["p95"]["max"] / 3600.0)
+                              for t in tenants]
         series[policy["name"]] = entry
     return tenants, series
