@@ -177,8 +177,11 @@ bench-scale: setup toolchain
 NOISY_SECONDS ?= 30
 NOISY_REPEATS ?= 3
 NOISY_DEVICE ?= auto
+# An interpreter with PyTorch and CUDA runs the loads on GPUs (the virtualenv has no torch).
+NOISY_PYTHON ?= $(BIN)/python
 noisy-neighbour: setup
-	$(BIN)/python tests/bench/noisy_neighbour.py --seconds $(NOISY_SECONDS) --repeats $(NOISY_REPEATS) --device $(NOISY_DEVICE)
+	$(BIN)/python tests/bench/noisy_neighbour.py --seconds $(NOISY_SECONDS) --repeats $(NOISY_REPEATS) \
+	  --device $(NOISY_DEVICE) --python $(NOISY_PYTHON)
 
 clean:
 	rm -rf $(VENV) .collections results

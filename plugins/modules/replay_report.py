@@ -64,6 +64,13 @@ options:
         before Kueue reserves it, preempting borrowers if it must (the time-to-guarantee check).
     type: float
     default: 20
+  fair_sharing:
+    description:
+      - Whether Kueue's Configuration has fairSharing (the kueue role's C(kueue_fair_sharing)). Without it Kueue
+        lends first come, first served and promises the guarantee alone, so the share check fails only a tenant
+        held below the guarantee part of its reference.
+    type: bool
+    default: true
   eviction_limit:
     description:
       - The most evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779,
@@ -186,6 +193,7 @@ def main():
             guarantee_bound=dict(type="float", default=20.0),
             kueue_metrics=dict(type="dict", default={}),
             eviction_limit=dict(type="int", default=10),
+            fair_sharing=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -193,7 +201,8 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc = replay_document(params["cluster"], params["plan"], params["submitted"], params["workloads"],
                           params["tenants"], now, events=params["events"], guarantee_bound=params["guarantee_bound"],
-                          kueue_metrics=params["kueue_metrics"], eviction_limit=params["eviction_limit"])
+                          kueue_metrics=params["kueue_metrics"], eviction_limit=params["eviction_limit"],
+                          fair_sharing=params["fair_sharing"])
     paths = dict((k, os.path.join(params["path"], name)) for k, name in
                  (("json", "replay.json"), ("markdown", "replay.md"), ("plot", "shares.png"), ("waits", "waits.png")))
     plotted = waits_plotted = False

@@ -39,12 +39,13 @@ description:
     only by waitForPodsReady or preemption (counted, with reasons), none deactivated, every Job done once, and on
     Prometheus C(FairgpuGuaranteesOverCapacity) firing while the node was away.
   - C(noisy_neighbour) measures the task's acceptance criterion on real GPUs. The first tenant's one-device load
-    Job runs alone, then beside the second tenant's, both pinned to one node with room for both (whole GPUs of that
-    node, or on path mig instances of its MIG GPUs), C(noisy_repeats) times each; the throughput each achieved is
-    the load generator's JSON line in its pod's log (files/gpu_load.py). Judged are the neighbour overlapping each
-    run, and the victim's median throughput beside it at most 20 % (whole GPUs) or 5 % (MIG) below its median
-    alone (plugins/module_utils/validation/noisy.py). On simulated GPUs nothing runs and the result says it
-    measured nothing, with no check.
+    Job runs alone, then beside the second tenant's, both pinned to one node of a GPU product both tenants'
+    flavors select with a free device for each (whole GPUs of that node, or MIG instances where both tenants are
+    on MIG), C(noisy_repeats) times each, with C(--device cuda); the throughput each achieved is the load
+    generator's JSON line in its pod's log (files/gpu_load.py). Judged are every load on a GPU, the neighbour
+    overlapping each run, and the victim's median throughput beside it at most 20 % (whole GPUs) or 5 % (MIG)
+    below its median alone (plugins/module_utils/validation/noisy.py); time-sliced GPUs are shown, not judged. On
+    simulated GPUs nothing runs and the result says it measured nothing, with no check.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are

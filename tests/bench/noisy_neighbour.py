@@ -13,8 +13,12 @@ Without a GPU (no nvidia-smi, none listed, or ``--device cpu``) the same runs go
 process, on the same core ("same GPU") and on two cores ("own GPU") where the host has two. The result says it
 measured the CPU and judges nothing.
 
-Usage: make noisy-neighbour [NOISY_SECONDS=30] [NOISY_REPEATS=3] [NOISY_DEVICE=auto|cpu]
-       python tests/bench/noisy_neighbour.py --seconds 30 --repeats 3 --out results/noisy-neighbour
+The load generator needs PyTorch with CUDA for a GPU; the project's virtualenv has no torch, so give an interpreter
+that has it (``--python``, ``NOISY_PYTHON``). On GPUs each load runs with ``--device cuda``: one that finds no CUDA
+device stops the measurement with gpu_load.py's message instead of running on the CPU under a GPU's name.
+
+Usage: make noisy-neighbour [NOISY_SECONDS=30] [NOISY_REPEATS=3] [NOISY_DEVICE=auto|cpu] [NOISY_PYTHON=python3]
+       python tests/bench/noisy_neighbour.py --seconds 30 --repeats 3 --python /usr/bin/python3
 Writes <out>/noisy.json (the result) and <out>/noisy.md (the section); exit status 1 when a judged check failed,
 2 for bad arguments.
 """
@@ -42,6 +46,8 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3, help="runs alone and beside per placement (default 3)")
     parser.add_argument("--device", choices=["auto", "cpu"], default="auto", help="auto: the GPUs nvidia-smi lists")
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "noisy-neighbour"), help="output directory")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter that runs gpu_load.py (one with PyTorch and CUDA for a GPU)")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeats < 1:
         parser.error("--seconds must be > 0 and --repeats >= 1")
@@ -90,12 +96,12 @@ def listing():
     return done.stdout if done.returncode == 0 else None
 
 
-def start(tenant, pin, seconds, device):
+def start(python, tenant, pin, seconds, device):
     """One load generator process for ``tenant`` pinned by ``pin`` (environment, or ``{"cpus": [...]}``)."""
     env = dict(os.environ, TENANT=tenant, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cpus = pin.get("cpus")
     env.update(dict((k, v) for k, v in pin.items() if k != "cpus"))
-    command = [sys.executable, LOAD, "--seconds", str(seconds), "--device", device, "--cpu-memory-mib", "16"]
+    command = [python, LOAD, "--seconds", str(seconds), "--device", device, "--cpu-memory-mib", "16"]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
 
@@ -107,14 +113,15 @@ def finish(process, tenant):
     return noisy.load_records(out, "gpu_load.py of %s" % tenant)[0]
 
 
-def measure(placements, seconds, repeats, device):
+def measure(python, placements, seconds, repeats, device):
     """Per placement, ``repeats`` runs of the victim alone and as many beside the neighbour, alternating."""
     out = {}
     for name, spec in sorted(placements.items()):
         runs = {"where": spec["where"], "alone": [], "beside": []}
         for _repeat in range(repeats):
-            runs["alone"].append(finish(start(VICTIM, spec["victim"], seconds, device), VICTIM))
-            pair = (start(VICTIM, spec["victim"], seconds, device), start(NEIGHBOUR, spec["neighbour"], seconds, device))
+            runs["alone"].append(finish(start(python, VICTIM, spec["victim"], seconds, device), VICTIM))
+            pair = (start(python, VICTIM, spec["victim"], seconds, device),
+                    start(python, NEIGHBOUR, spec["neighbour"], seconds, device))
             runs["beside"].append((finish(pair[0], VICTIM), finish(pair[1], NEIGHBOUR)))
         out[name] = runs
     return out
@@ -124,10 +131,11 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     text = listing() if args.device == "auto" else None
     placements = gpu_placements(text) if text else {}
-    device = "auto"
+    device = "cuda"
     if not placements:
         placements, device = cpu_placements(sorted(os.sched_getaffinity(0))), "cpu"
-    result = noisy.judge(VICTIM, NEIGHBOUR, measure(placements, args.seconds, args.repeats, device))
+    result = noisy.judge(VICTIM, NEIGHBOUR, measure(args.python, placements, args.seconds, args.repeats, device),
+                         expect_gpu=device == "cuda")
     result["notes"].insert(0, "Bare host, %s s per run, %d runs alone and %d beside per placement (%s)." % (
         args.seconds, args.repeats, args.repeats, "tests/bench/noisy_neighbour.py"))
     os.makedirs(args.out, exist_ok=True)

@@ -64,7 +64,7 @@ def test_whole_gpus_within_20_percent_pass():
     result = noisy.judge("team-a", "team-b", {"own_gpus": runs([400, 410, 405], [380, 390, 385])})
     overlapped, throughput = result["checks"]
     assert overlapped["passed"] and throughput["passed"], result["checks"]
-    assert throughput["check"] == "team-a each on its own device of one node (node gpu-1)'s throughput beside team-b"
+    assert throughput["check"] == "team-a each on its own device (node gpu-1)'s throughput beside team-b"
     assert throughput["observed"].startswith("4.9 % below alone (alone 405, beside 385 TFLOP/s")
     assert result["metrics"]["own_gpus"]["degradation"] == pytest.approx(1 - 385 / 405.0, abs=1e-4)
 
@@ -94,7 +94,18 @@ def test_one_shared_gpu_and_the_cpu_are_shown_not_judged():
            "beside": [(json.loads(run_load("team-a")), json.loads(run_load("team-b")))]}
     result = noisy.judge("team-a", "team-b", {"own_gpus": cpu})
     assert result["checks"] == [] and "Measured the CPU, not a GPU (backends numpy-cpu)" in result["notes"][0]
-    assert "| each on its own device of one node | CPU cores 0 and 1 |" in noisy.markdown(result)
+    assert "| each on its own device | CPU cores 0 and 1 |" in noisy.markdown(result)
+
+
+def test_on_a_cluster_with_gpus_a_load_that_ran_on_the_cpu_fails():
+    # gpu_load.py falls back to the CPU where it finds no CUDA device; a neighbour that did so took nothing from
+    # the victim's GPU, and its run must not pass the bound.
+    runs_ = runs([400], [399])
+    runs_["beside"] = [(runs_["beside"][0][0], gpu("team-b", 0.05, backend="numpy-cpu"))]
+    result = noisy.judge("team-a", "team-b", {"own_gpus": runs_}, expect_gpu=True)
+    on_gpu = result["checks"][0]
+    assert not on_gpu["passed"] and on_gpu["observed"] == ["numpy-cpu", "torch-cuda"], on_gpu
+    assert noisy.judge("team-a", "team-b", {"own_gpus": runs([400], [399])}, expect_gpu=True)["checks"][0]["passed"]
 
 
 def test_simulated_gpus_measure_nothing_and_say_so():
@@ -133,8 +144,8 @@ class FakeApi(object):
     """Nodes, the Jobs created (each succeeds at once with one Succeeded pod), and the pods' logs: the victim's line
     says ``alone`` or ``beside`` TFLOP/s by whether the neighbour's Job of the same repeat exists."""
 
-    def __init__(self, nodes, alone=400.0, beside=380.0, fail=None):
-        self.nodes, self.jobs, self.logs, self.fail = nodes, [], {}, fail
+    def __init__(self, nodes, alone=400.0, beside=380.0, fail=None, running=()):
+        self.nodes, self.jobs, self.logs, self.fail, self.running = nodes, [], {}, fail, list(running)
         self.alone, self.beside = alone, beside
 
     def resource(self, kind, api_version):
@@ -152,6 +163,9 @@ class FakeApi(object):
     def get(self, resource, namespace=None, label_selector=None, field_selector=None):
         if resource.kind == "Node":
             return _Items(self.nodes)
+        if resource.kind == "Pod" and label_selector is None:
+            assert field_selector == "status.phase!=Succeeded,status.phase!=Failed"
+            return _Items(self.running)
         if resource.kind == "Job":
             name = field_selector.split("=", 1)[1]
             job = next(j for j in self.jobs if j["metadata"]["name"] == name)
@@ -163,28 +177,39 @@ class FakeApi(object):
         return _Items([{"metadata": {"name": name + "-pod"}, "status": {"phase": "Succeeded"}}])
 
 
-def node(name, gpus, ready=True, unschedulable=False):
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name + "-host"}},
+def node(name, gpus, ready=True, unschedulable=False, product="NVIDIA-H100-80GB-HBM3"):
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name + "-host",
+                                                  "nvidia.com/gpu.product": product}},
             "spec": {"unschedulable": unschedulable},
             "status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def real_run(api, repeats=2):
+def pod_on(node_name, gpus):
+    return {"spec": {"nodeName": node_name, "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+H100 = [{"product": "NVIDIA-H100-80GB-HBM3", "gpus": 8}]
+
+
+def real_run(api, repeats=2, tenants=None):
     clock = FakeClock()
     settings = dict(SETTINGS, noisy_repeats=repeats, noisy_seconds=30)
-    return engine.Run(api, Waiter(clock.monotonic, clock.sleep, clock.time), TENANTS[:2], TENANTS, CAPACITY, "-queue",
+    tenants = tenants or [dict(t, products=H100) for t in TENANTS]
+    return engine.Run(api, Waiter(clock.monotonic, clock.sleep, clock.time), tenants[:2], tenants, CAPACITY, "-queue",
                       settings, {"simulated": False}, "")
 
 
 def test_the_runs_alternate_on_one_node_with_room_for_both_and_read_each_pods_line():
-    api = FakeApi([node("full", 1), node("cordoned", 8, unschedulable=True), node("down", 8, ready=False),
-                   node("gpu-2", 8)])
+    api = FakeApi([node("small", 1), node("cordoned", 8, unschedulable=True), node("down", 8, ready=False),
+                   node("busy", 8), node("a100", 8, product="NVIDIA-A100-SXM4-80GB"), node("gpu-2", 8)],
+                  running=[pod_on("busy", 4), pod_on("busy", 3), pod_on("gpu-2", 6)])
     executor = real_run(api)
     plan = engine.SCENARIOS["noisy_neighbour"].plan(executor)
     kept = {}
     executor.do_noisy_runs(plan, kept, "runs", "noisy")
-    assert kept["noisy"]["node"] == "gpu-2-host"
+    assert kept["noisy"]["node"] == "gpu-2-host", "busy has 1 GPU free, a100 is of no tenant's flavor"
+    assert all(j["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["--device", "cuda"] for j in api.jobs)
     assert [(j["metadata"]["name"], j["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"])
             for j in api.jobs] == [
         ("fairgpu-val-noisy-neighbour-team-a-0", "gpu-2-host"), ("fairgpu-val-noisy-neighbour-team-a-1", "gpu-2-host"),
@@ -193,8 +218,8 @@ def test_the_runs_alternate_on_one_node_with_room_for_both_and_read_each_pods_li
     assert [r["tflops"] for r in kept["noisy"]["alone"]] == [400.0, 400.0]
     assert [(v["tflops"], n["tenant"]) for v, n in kept["noisy"]["beside"]] == [(380.0, "team-b")] * 2
     result = engine.judge_noisy_neighbour(dict(plan, real_gpus=True), kept, SETTINGS)
-    assert all(c["passed"] for c in result["checks"]) and len(result["checks"]) == 2
-    assert "node gpu-2-host, nvidia.com/gpu and nvidia.com/gpu" in result["checks"][1]["check"]
+    assert all(c["passed"] for c in result["checks"]) and len(result["checks"]) == 3
+    assert "node gpu-2-host, nvidia.com/gpu and nvidia.com/gpu" in result["checks"][2]["check"]
 
 
 def test_no_node_with_room_for_both_or_a_failed_load_stops_the_scenario_naming_it():
@@ -202,7 +227,7 @@ def test_no_node_with_room_for_both_or_a_failed_load_stops_the_scenario_naming_i
     plan = engine.SCENARIOS["noisy_neighbour"].plan(executor)
     with pytest.raises(engine.StepFailed) as raised:
         executor.do_noisy_runs(plan, {}, "runs", "noisy")
-    assert str(raised.value) == "runs: no Ready, schedulable node offers 2 nvidia.com/gpu"
+    assert str(raised.value) == "runs: no Ready, schedulable node of NVIDIA-H100-80GB-HBM3 has 2 nvidia.com/gpu free"
     executor = real_run(FakeApi([node("gpu-1", 8)], fail="fairgpu-val-noisy-neighbour-team-a-0"))
     with pytest.raises(engine.StepFailed) as raised:
         executor.do_noisy_runs(plan, {}, "runs", "noisy")
@@ -246,3 +271,30 @@ def test_the_bare_host_measures_this_cpu_and_says_it_is_not_a_gpu(tmp_path):
         assert figures["alone_tflops"] > 0 and figures["beside_tflops"] > 0 and figures["backends"] == ["numpy-cpu"]
         assert figures["overlap"][0] > 0.5, figures
     assert "## Noisy neighbour: victim beside neighbour" in (tmp_path / "noisy.md").read_text()
+
+
+@pytest.mark.parametrize("resources, products, placement", [
+    (("nvidia.com/gpu", "nvidia.com/gpu"), None, "own_gpus"),
+    (("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"), None, "mig_instances"),
+    (("nvidia.com/mig-1g.10gb", "nvidia.com/gpu"), None, "own_gpus"),   # a MIG victim beside a whole GPU
+    (("nvidia.com/gpu", "nvidia.com/gpu"), [{"product": "NVIDIA-H100-80GB-HBM3", "gpus": 8, "replicas": 4}],
+     "shared_gpu"),                                                       # time-slicing: two "GPUs" may be one
+])
+def test_the_placement_follows_what_the_tenants_hold(resources, products, placement):
+    tenants = [dict(t, gpu_resource=r, products=products or H100) for t, r in zip(TENANTS, resources)]
+    assert engine.SCENARIOS["noisy_neighbour"].plan(real_run(None, tenants=tenants))["placement"] == placement
+
+
+def test_on_a_gpu_host_without_torch_the_bare_host_stops_rather_than_measure_the_cpu(tmp_path):
+    # A stand-in nvidia-smi (the format of fixtures/nvidia-smi's -L captures) lists two GPUs; this machine's
+    # interpreter has no PyTorch with CUDA, so gpu_load.py --device cuda refuses and the measurement says why.
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)'\n"
+                    "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)'\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (fake.parent, os.environ["PATH"]))
+    done = subprocess.run([sys.executable, BARE_HOST, "--seconds", "0.2", "--repeats", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 1 and "PyTorch with CUDA is not available" in done.stderr, done.stderr
+    assert not (tmp_path / "noisy.json").exists()

@@ -104,7 +104,7 @@ def test_a_target_the_replay_cannot_meet_fails_naming_the_tenant_and_figure():
 
 @pytest.mark.parametrize("kwargs, part", [
     (dict(preempted=6, model_preempted=1), "preemption: 6 evictions measured, 1 modelled"),
-    (dict(preempted=1, gpu_hours=20, model_gpu_hours=12), "quota held before the pods ran: 20 GPU-hours reserved, 12"),
+    (dict(preempted=1, gpu_hours=20, model_gpu_hours=12), "quota held before the pods ran or lost to evictions: 20 GPU"),
     (dict(preempted=1), "admission order or latency"),
 ])
 def test_a_prediction_off_by_more_than_the_bound_fails_and_says_which_part_missed(kwargs, part):

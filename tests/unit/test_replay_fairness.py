@@ -2,6 +2,8 @@
 (guarantee first, then the cohort's unused quota by weight) and shares under contention, checked against a wrong
 configuration run through the model of Kueue's admission."""
 
+import random
+
 import pytest
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness, model, report
@@ -79,15 +81,21 @@ def test_shares_under_contention_count_only_contended_time():
 DECLARED = {"a": {"gpus": 6}, "b": {"gpus": 5}, "c": {"gpus": 5}}
 
 
-def modelled_share(configured):
-    """The share check, against the declared quotas, of 120 one-GPU Jobs of 10 s from a and b (c asks nothing, its 5
-    GPUs are lent) run through the model of Kueue's admission (replay/model.py) under the ``configured`` quotas."""
-    jobs = [{"name": "%s-%02d" % (t, i), "tenant": t, "gpus": 1, "seconds": 10, "at": i * 0.5}
-            for t in ("a", "b") for i in range(60)]
+def modelled_share(configured, seed=None):
+    """The share check, against the declared quotas, of Jobs from a and b (c asks nothing, its 5 GPUs are lent) run
+    through the model of Kueue's admission (replay/model.py) under the ``configured`` quotas: 120 one-GPU Jobs of
+    10 s, or with a ``seed`` 80 Jobs of 1, 1, 2 or 8 GPUs and 10 to 40 s arriving over a minute."""
+    if seed is None:
+        jobs = [{"name": "%s-%02d" % (t, i), "tenant": t, "gpus": 1, "seconds": 10, "at": i * 0.5}
+                for t in ("a", "b") for i in range(60)]
+    else:
+        rng = random.Random(seed)
+        jobs = [{"name": "%s-%02d" % (t, i), "tenant": t, "gpus": rng.choice([1, 1, 2, 8]),
+                 "seconds": rng.choice([10, 20, 40]), "at": rng.uniform(0, 60)} for t in ("a", "b") for i in range(40)]
     run = model.simulate(jobs, configured, 16)
     facts = [{"tenant": w["tenant"], "gpus": w["gpus"], "created": w["at"], "finished": w["finished"],
               "holds": w["holds"]} for w in run["workloads"].values()]
-    return report.share_check(report.share_steps(facts), 16, DECLARED)
+    return report.share_check(report.share_steps(facts, quotas=DECLARED), 16, DECLARED)
 
 
 @pytest.mark.parametrize("configured, failing", [
@@ -100,6 +108,7 @@ def modelled_share(configured):
     (dict((t, dict(q, borrowing_limit=0)) for t, q in DECLARED.items()), ["a", "b"]),
 ])
 def test_the_share_check_refuses_a_configuration_that_breaks_the_promise(configured, failing):
+    # One-GPU Jobs: every tenant's reference can be filled exactly.
     check = modelled_share(configured)
     assert check["contended_seconds"] > 30
     assert sorted(t for t, c in check["tenants"].items() if not c["passed"]) == failing, check
@@ -158,3 +167,39 @@ def test_an_episode_never_closed_lasts_until_the_end():
     workloads = [held("a", 8, 0, [[0, 100]]), held("b", 2, 10, [])]
     episodes = fairness.guarantee_episodes(workloads, {"a": 4, "b": 4}, end=60)
     assert episodes["b"] == [{"start": 10, "seconds": 50, "reclaim": True, "open": True}]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_node_sized_workloads_pass_as_declared_and_fail_when_the_promise_is_broken(seed):
+    # An 8-GPU Job of a tenant guaranteed 6 cannot be held in part: the tolerance adds the part of the reference the
+    # tenant's whole Workloads cannot fill (fairness.best_fill), so the declared quotas pass (11 of 20 such runs
+    # failed the 1 GPU / 10 % tolerance alone), and each broken promise still fails.
+    assert modelled_share(DECLARED, seed)["passed"], modelled_share(DECLARED, seed)["detail"]
+    for configured in (dict(DECLARED, a={"gpus": 6, "weight": 0.1}), dict(DECLARED, a={"gpus": 3}),
+                       dict((t, dict(q, borrowing_limit=0)) for t, q in DECLARED.items())):
+        assert not modelled_share(configured, seed)["passed"], configured
+
+
+def test_whole_workloads_fill_what_they_can():
+    assert fairness.best_fill([8, 8], 6) == 0 and fairness.best_fill([8, 2, 1, 1], 6.5) == 4
+    assert fairness.best_fill([3, 5], 8) == 8 and fairness.best_fill([], 4) == 0 and fairness.best_fill([1], 0) == 0
+
+
+def test_a_workload_no_quota_could_admit_is_no_demand():
+    quotas = {"a": {"gpus": 6, "borrowing_limit": 0}, "b": {"gpus": 5, "lending_limit": 1}, "c": {"gpus": 5}}
+    assert not fairness.admissible(8, "a", quotas) and fairness.admissible(6, "a", quotas)
+    assert fairness.admissible(16, "b", quotas) and not fairness.admissible(17, "b", quotas)
+    assert fairness.admissible(12, "c", quotas) and not fairness.admissible(13, "c", quotas), "b lends at most 1"
+
+
+def test_without_fair_sharing_only_a_share_below_the_guarantee_fails():
+    # Kueue without fairSharing lends first come, first served: b borrowing all of c's 5 is no broken promise, a
+    # held below its guarantee is.
+    quotas = {"a": {"gpus": 6}, "b": {"gpus": 5}, "c": {"gpus": 5}}
+    assert fairness.fair_reference(16, {"a": 20, "b": 20}, quotas, fair_sharing=False) == {"a": 6, "b": 5, "c": 0}
+    borrowed = [(0, {"a": {"held": 6, "wanted": 20}, "b": {"held": 10, "wanted": 20}}), (10, {})]
+    assert report.share_check(borrowed, 16, quotas, fair_sharing=False)["passed"]
+    assert not report.share_check(borrowed, 16, quotas)["passed"], "with fair sharing a is owed half of c's 5"
+    short = [(0, {"a": {"held": 3, "wanted": 20}, "b": {"held": 13, "wanted": 20}}), (10, {})]
+    check = report.share_check(short, 16, quotas, fair_sharing=False)
+    assert not check["passed"] and check["detail"] == "10.0 s of contention; a held 3.00 GPUs, reference 6.00 +- 1"

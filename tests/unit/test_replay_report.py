@@ -54,11 +54,14 @@ def test_share_steps_hold_from_reservation_and_want_from_creation():
     steps = report.share_steps(facts)
     first = steps[0][0]
     at = dict((round(time - first), levels) for time, levels in steps)
-    assert at[0] == {"a": {"held": 0, "wanted": 4}, "b": {"held": 0, "wanted": 4}}
-    assert at[1] == {"a": {"held": 4, "wanted": 4}, "b": {"held": 4, "wanted": 4}}
-    assert at[10]["b"] == {"held": 4, "wanted": 8}
-    assert at[31]["b"] == {"held": 4, "wanted": 4} and at[31]["a"] == {"held": 0, "wanted": 0}
-    assert at[61]["b"] == {"held": 0, "wanted": 0}
+    assert at[0] == {"a": {"held": 0, "wanted": 4, "sizes": [4]}, "b": {"held": 0, "wanted": 4, "sizes": [4]}}
+    assert at[1] == {"a": {"held": 4, "wanted": 4, "sizes": [4]}, "b": {"held": 4, "wanted": 4, "sizes": [4]}}
+    assert at[10]["b"] == {"held": 4, "wanted": 8, "sizes": [4, 4]}
+    assert at[31]["b"] == {"held": 4, "wanted": 4, "sizes": [4]} and at[31]["a"] == {"held": 0, "wanted": 0, "sizes": []}
+    assert at[61]["b"] == {"held": 0, "wanted": 0, "sizes": []}
+    # A Workload no quota could admit (b guaranteed 2, borrowing at most 1) is no demand: b never wants it.
+    strict = report.share_steps(facts, quotas={"a": {"gpus": 4}, "b": {"gpus": 2, "borrowing_limit": 1}})
+    assert all(levels["b"]["wanted"] == 0 for _time, levels in strict)
 
 
 def test_tenant_figures_waits_hours_and_preemptions():
@@ -84,7 +87,7 @@ def test_share_check_against_the_fair_reference():
     steps = [(0, {"a": {"held": 8, "wanted": 12}, "b": {"held": 0, "wanted": 8}}), (10, {})]
     check = report.share_check(steps, 8, quotas)
     assert check["contended_seconds"] == 10 and check["passed"] is False
-    assert check["tenants"]["a"] == {"held": 8, "reference": 4, "tolerance": 1, "passed": False}
+    assert check["tenants"]["a"] == {"held": 8, "reference": 4, "fragment": 0, "tolerance": 1, "passed": False}
     assert "a held 8.00 GPUs, reference 4.00 +- 1" in check["detail"] and "b held 0.00" in check["detail"]
     steps = [(0, {"a": {"held": 4, "wanted": 12}, "b": {"held": 4, "wanted": 8}}), (10, {})]
     assert report.share_check(steps, 8, quotas)["passed"] is True
@@ -104,7 +107,8 @@ def test_document_and_markdown():
                         "cut_at_end": 0, "gpu_spec_empty": 10, "tasks": 8},
             "assignment": {"by": "hash into 2", "tenants": {"a": 4, "b": 4}}}
     doc = report.replay_document("embedded", plan, {"created": 3, "existing": 0, "lateness": {"max": 0.1, "mean": 0.05}},
-                                 WORKLOADS, {"a": {"weight": 1}, "b": {"weight": 1}}, "2026-12-01T11:00:00Z")
+                                 WORKLOADS, {"a": {"weight": 1, "gpus": 4}, "b": {"weight": 1, "gpus": 4}},
+                                 "2026-12-01T11:00:00Z")
     assert doc["lost"] == [] and doc["workloads"] == 3
     assert [c["passed"] for c in doc["checks"]][:2] == [True, True]
     page = report.replay_markdown(doc)

@@ -84,14 +84,15 @@ def differences(policies, figure="p95"):
 
 def _missed_part(row):
     """Which part of the model missed a tenant's measured waits, from the figures beside them: the evictions
-    (preemption losses), the GPU-hours reserved (quota held before the pods ran, or runs longer than planned),
-    or else what the model leaves out (scheduling cycles, node placement)."""
+    (preemption losses), the GPU-hours reserved (the replay counts every hold, those an eviction cut short too,
+    the model the finished runs: quota held before the pods ran, or lost to evictions), or else what the model
+    leaves out (scheduling cycles, node placement)."""
     model = row["model"]
     parts = []
     if row["preempted"] > (model.get("preempted") or 0):
         parts.append("preemption: %d evictions measured, %d modelled" % (row["preempted"], model.get("preempted") or 0))
     if model.get("trace_gpu_hours") and row["trace_gpu_hours"] > 1.1 * model["trace_gpu_hours"]:
-        parts.append("quota held before the pods ran: %s GPU-hours reserved, %s modelled" % (
+        parts.append("quota held before the pods ran or lost to evictions: %s GPU-hours reserved, %s modelled" % (
             _c(row["trace_gpu_hours"]), _c(model["trace_gpu_hours"])))
     return "; ".join(parts) or "admission order or latency (the model leaves out scheduling cycles and node placement)"
 

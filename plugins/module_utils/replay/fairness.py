@@ -87,30 +87,57 @@ def _limit(value):
     return float("inf") if value is None else float(value)
 
 
-def fair_reference(capacity, demands, quotas):
+def _quota(quotas, tenant, key, default=None):
+    value = (quotas.get(tenant) or {}).get(key)
+    return default if value is None else value
+
+
+def admissible(gpus, tenant, quotas):
+    """Whether Kueue can ever admit a Workload of ``gpus`` GPUs for ``tenant`` under ``quotas`` (``fair_reference``'s):
+    at most its nominal quota plus what it may borrow, its borrowingLimit and at most what the other members may
+    lend (their lendingLimit, else their nominal quota). A larger one stays pending whatever the others do (a
+    strict quota's 8-GPU Job of a tenant guaranteed 6): it is no demand Kueue could meet."""
+    nominal = float(_quota(quotas, tenant, "gpus", 0))
+    lendable = sum(min(float(_quota(quotas, other, "gpus", 0)), _limit(_quota(quotas, other, "lending_limit")))
+                   for other in quotas if other != tenant)
+    return gpus <= nominal + min(_limit(_quota(quotas, tenant, "borrowing_limit")), lendable)
+
+
+def best_fill(sizes, room):
+    """The most GPUs whole Workloads of ``sizes`` (GPUs each) can fill of ``room`` GPUs (a subset sum, at most
+    ``room``): Kueue admits a Workload whole or not at all."""
+    room = int(math.floor(room + 1e-9))
+    if room <= 0:
+        return 0
+    reachable = 1  # bit n set: n GPUs can be filled
+    for size in sizes:
+        reachable |= (reachable << int(size)) & ((1 << (room + 1)) - 1)
+    return reachable.bit_length() - 1
+
+
+def fair_reference(capacity, demands, quotas, fair_sharing=True):
     """``{tenant: GPUs}`` Kueue promises each tenant of a cohort on ``capacity`` GPUs while it asks ``demands``
     (``{tenant: GPUs held plus pending}``), from ``quotas`` (``{tenant: {"gpus": nominalQuota, "weight",
     "borrowing_limit", "lending_limit"}}``; a limit None: none; weight default 1; a tenant absent: no quota).
 
     1. Each tenant gets what it asks up to its nominal quota.
-    2. The cohort's unused quota that may be lent (per tenant the smaller of its unused quota and its
-       lendingLimit), at most the GPUs left of ``capacity``, goes to the tenants asking more than their quota, in
-       proportion to their weights (water-filling: fair sharing equalises borrowed / weight), each up to its
-       borrowingLimit. Kueue gives a ClusterQueue of weight 0 an infinite share, so it borrows only what the
-       others leave; those tenants share that equally."""
-    def quota(tenant, key, default=None):
-        value = (quotas.get(tenant) or {}).get(key)
-        return default if value is None else value
-
+    2. With ``fair_sharing``, the cohort's unused quota that may be lent (per tenant the smaller of its unused quota
+       and its lendingLimit), at most the GPUs left of ``capacity``, goes to the tenants asking more than their
+       quota, in proportion to their weights (water-filling: fair sharing equalises borrowed / weight), each up to
+       its borrowingLimit. Kueue gives a ClusterQueue of weight 0 an infinite share, so it borrows only what the
+       others leave; those tenants share that equally. Without fair sharing Kueue lends first come, first served
+       and promises step 1 only."""
     tenants = sorted(set(demands) | set(quotas))
     asked = dict((t, float(demands.get(t, 0))) for t in tenants)
-    nominal = dict((t, float(quota(t, "gpus", 0))) for t in tenants)
+    nominal = dict((t, float(_quota(quotas, t, "gpus", 0))) for t in tenants)
     reference = dict((t, min(asked[t], nominal[t])) for t in tenants)
-    pool = sum(min(nominal[t] - reference[t], _limit(quota(t, "lending_limit"))) for t in tenants)
+    if not fair_sharing:
+        return reference
+    pool = sum(min(nominal[t] - reference[t], _limit(_quota(quotas, t, "lending_limit"))) for t in tenants)
     pool = max(0.0, min(pool, float(capacity) - sum(reference.values())))
-    wants = dict((t, min(asked[t] - nominal[t], _limit(quota(t, "borrowing_limit"))))
+    wants = dict((t, min(asked[t] - nominal[t], _limit(_quota(quotas, t, "borrowing_limit"))))
                  for t in tenants if asked[t] > nominal[t])
-    weights = dict((t, float(quota(t, "weight", 1))) for t in wants)
+    weights = dict((t, float(_quota(quotas, t, "weight", 1))) for t in wants)
     weighted = dict((t, w) for t, w in wants.items() if weights[t] > 0)
     lent = weighted_max_min(pool, weighted, weights)
     unweighted = dict((t, w) for t, w in wants.items() if weights[t] <= 0)
@@ -120,38 +147,44 @@ def fair_reference(capacity, demands, quotas):
     return reference
 
 
-def contention_shares(steps, capacity, quotas):
+def contention_shares(steps, capacity, quotas, fair_sharing=True):
     """Time-weighted GPU shares while two or more tenants have pending work. ``steps``: ``[(time, {tenant:
-    {"held": GPUs held, "wanted": GPUs held plus pending}})]`` in time order, each holding until the next;
-    ``quotas``: ``fair_reference``'s. Returns ``{"seconds": time under contention, "held": {tenant: mean GPUs
-    held}, "reference": {tenant: mean fair_reference}}``; means are over the contended time only."""
-    seconds, held, reference = 0.0, {}, {}
+    {"held": GPUs held, "wanted": GPUs held plus pending, "sizes": [GPUs of each wanted Workload]}})]`` in time
+    order, each holding until the next (``sizes`` optional); ``quotas``: ``fair_reference``'s. Returns
+    ``{"seconds": time under contention, "held": {tenant: mean GPUs held}, "reference": {tenant: mean
+    fair_reference}, "fragment": {tenant: mean GPUs of the reference no set of its whole Workloads fills}}``; means
+    are over the contended time only."""
+    seconds, held, reference, fragment = 0.0, {}, {}, {}
     for (time, tenants), (following, _next) in zip(steps, steps[1:]):
         pending = [t for t, v in tenants.items() if v["wanted"] > v["held"]]
         if len(pending) < 2 or following <= time:
             continue
         span = following - time
-        shares = fair_reference(capacity, dict((t, v["wanted"]) for t, v in tenants.items()), quotas)
+        shares = fair_reference(capacity, dict((t, v["wanted"]) for t, v in tenants.items()), quotas, fair_sharing)
         seconds += span
         for tenant, value in tenants.items():
+            share = shares.get(tenant, 0.0)
+            unfilled = 0.0 if value.get("sizes") is None else share - best_fill(value["sizes"], share)
             held[tenant] = held.get(tenant, 0.0) + value["held"] * span
-            reference[tenant] = reference.get(tenant, 0.0) + shares.get(tenant, 0.0) * span
+            reference[tenant] = reference.get(tenant, 0.0) + share * span
+            fragment[tenant] = fragment.get(tenant, 0.0) + unfilled * span
     if seconds:
-        held = dict((t, v / seconds) for t, v in held.items())
-        reference = dict((t, v / seconds) for t, v in reference.items())
-    return {"seconds": seconds, "held": held, "reference": reference}
+        held, reference, fragment = [dict((t, v / seconds) for t, v in figures.items())
+                                     for figures in (held, reference, fragment)]
+    return {"seconds": seconds, "held": held, "reference": reference, "fragment": fragment}
 
 
 SHARE_TOLERANCE_GPUS = 1.0
 SHARE_TOLERANCE_FRACTION = 0.1
 
 
-def share_tolerance(reference):
-    """GPUs a tenant's mean contended share may be from its mean ``fair_reference``: the larger of 1 GPU and 10 %
-    of the reference. Kueue admits whole Workloads, so a tenant may be short of its reference by part of one
-    while it waits; a share further off is a policy that does not keep its promise (shown with a weight of 0.1
-    and a halved nominalQuota in tests/unit/test_replay_fairness.py and test_98_replay.py)."""
-    return round(max(SHARE_TOLERANCE_GPUS, SHARE_TOLERANCE_FRACTION * reference), 3)
+def share_tolerance(reference, fragment=0.0):
+    """GPUs a tenant's mean contended share may be from its mean ``fair_reference``: the larger of 1 GPU and 10 % of
+    the reference, plus the mean ``fragment`` (the part of the reference its whole Workloads could not fill at each
+    moment: a tenant asking 8-GPU Jobs cannot hold 6). A share further off is a policy that does not keep its
+    promise (shown with a weight of 0.1 and a halved nominalQuota in tests/unit/test_replay_fairness.py and
+    test_98_replay.py)."""
+    return round(max(SHARE_TOLERANCE_GPUS, SHARE_TOLERANCE_FRACTION * reference) + fragment, 3)
 
 
 def _owed(held, pending, guarantee):

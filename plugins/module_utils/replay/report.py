@@ -113,31 +113,39 @@ def _holds(fact, stop):
     return [[start, min(end, stop)] for start, end in holds if start < min(end, stop)]
 
 
-def share_steps(facts, end=None):
-    """``[(time, {tenant: {"held", "wanted"}})]`` from the Workloads' facts: a Workload is wanted from its creation
-    to its end (finished, or ``end``) and held during its holds (``workload_holds``)."""
+def share_steps(facts, end=None, quotas=None):
+    """``[(time, {tenant: {"held", "wanted", "sizes"}})]`` from the Workloads' facts: a Workload is wanted from its
+    creation to its end (finished, or ``end``) and held during its holds (``workload_holds``); ``sizes`` are the GPUs
+    of each Workload wanted. With ``quotas`` (``fairness.fair_reference``'s), a Workload Kueue could never admit
+    (``fairness.admissible``) is left out of what its tenant wants: no policy could meet it."""
     changes = {}
     tenants = sorted(set(f["tenant"] for f in facts))
 
     def add(time, tenant, key, value):
-        entry = changes.setdefault(time, {})
-        entry[(tenant, key)] = entry.get((tenant, key), 0) + value
+        changes.setdefault(time, []).append((tenant, key, value))
 
     for fact in facts:
         stop = fact["finished"] if fact["finished"] is not None else end
         if stop is None:
             continue
-        add(fact["created"], fact["tenant"], "wanted", fact["gpus"])
-        add(stop, fact["tenant"], "wanted", -fact["gpus"])
+        if quotas is None or fairness.admissible(fact["gpus"], fact["tenant"], quotas):
+            add(fact["created"], fact["tenant"], "wanted", fact["gpus"])
+            add(stop, fact["tenant"], "wanted", -fact["gpus"])
         for start, released in _holds(fact, stop):
             add(start, fact["tenant"], "held", fact["gpus"])
             add(released, fact["tenant"], "held", -fact["gpus"])
     level = dict(((t, k), 0) for t in tenants for k in ("held", "wanted"))
+    sizes = dict((t, []) for t in tenants)
     steps = []
     for time in sorted(changes):
-        for key, value in changes[time].items():
-            level[key] += value
-        steps.append((time, dict((t, {"held": level[(t, "held")], "wanted": level[(t, "wanted")]}) for t in tenants)))
+        for tenant, key, value in changes[time]:
+            level[(tenant, key)] += value
+            if key == "wanted" and value > 0:
+                sizes[tenant].append(value)
+            elif key == "wanted":
+                sizes[tenant].remove(-value)
+        steps.append((time, dict((t, {"held": level[(t, "held")], "wanted": level[(t, "wanted")],
+                                      "sizes": sorted(sizes[t])}) for t in tenants)))
     return steps
 
 
@@ -170,23 +178,27 @@ def lost_jobs(jobs, facts):
     return sorted(j["name"] for j in jobs if j["name"] not in done)
 
 
-def share_check(steps, capacity, quotas):
+def share_check(steps, capacity, quotas, fair_sharing=True):
     """``fairness.contention_shares`` of the steps against ``fairness.fair_reference`` of the tenants' ``quotas``,
     and per tenant whether its mean contended share is within ``fairness.share_tolerance`` of its mean reference.
-    Returns ``{"contended_seconds", "tenants": {tenant: {"held", "reference", "tolerance", "passed"}},
-    "passed", "detail"}``; ``detail`` names each tenant outside its tolerance."""
-    shares = fairness.contention_shares(steps, capacity, quotas)
+    Without ``fair_sharing`` the reference is the guarantee part alone and only a share below it fails (Kueue then
+    lends first come, first served). Returns ``{"contended_seconds", "fair_sharing", "tenants": {tenant: {"held",
+    "reference", "fragment", "tolerance", "passed"}}, "passed", "detail"}``; ``detail`` names each tenant outside
+    its tolerance."""
+    shares = fairness.contention_shares(steps, capacity, quotas, fair_sharing)
     checks = {}
     for tenant in sorted(set(shares["held"]) | set(shares["reference"])):
         held, reference = shares["held"].get(tenant, 0.0), shares["reference"].get(tenant, 0.0)
-        tolerance = fairness.share_tolerance(reference)
-        checks[tenant] = {"held": round(held, 3), "reference": round(reference, 3), "tolerance": tolerance,
-                          "passed": abs(held - reference) <= tolerance}
+        fragment = shares["fragment"].get(tenant, 0.0)
+        tolerance = fairness.share_tolerance(reference, fragment)
+        within = abs(held - reference) <= tolerance if fair_sharing else held >= reference - tolerance
+        checks[tenant] = {"held": round(held, 3), "reference": round(reference, 3), "fragment": round(fragment, 3),
+                          "tolerance": tolerance, "passed": within}
     off = ["%s held %.2f GPUs, reference %.2f +- %g" % (t, c["held"], c["reference"], c["tolerance"])
            for t, c in sorted(checks.items()) if not c["passed"]]
     detail = "%s s of contention" % round(shares["seconds"], 3) + ("; " + "; ".join(off) if off else "")
-    return {"contended_seconds": round(shares["seconds"], 3), "tenants": checks, "detail": detail,
-            "passed": bool(shares["seconds"]) and not off}
+    return {"contended_seconds": round(shares["seconds"], 3), "fair_sharing": fair_sharing, "tenants": checks,
+            "detail": detail, "passed": bool(shares["seconds"]) and not off}
 
 
 def idle_while_pending(facts, capacity):
@@ -290,14 +302,15 @@ def policy_label(tenants):
 
 
 def replay_document(cluster, plan, submitted, workloads, tenants, now, events=None, guarantee_bound=20.0,
-                    kueue_metrics=None, eviction_limit=10):
+                    kueue_metrics=None, eviction_limit=10, fair_sharing=True):
     """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
     scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
     after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees); ``events``: the
     tenants' events.k8s.io/v1 Events (the Workloads' histories, ``workload_holds``); ``guarantee_bound``: seconds
     a tenant may wait for GPUs within its guarantee; ``kueue_metrics``: what Kueue's own metrics said
     (``metric_table``'s input, reported beside the figures from the Workloads); ``eviction_limit``: the most
-    evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779, #14543)."""
+    evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779, #14543);
+    ``fair_sharing``: whether Kueue's Configuration has fairSharing (``share_check``)."""
     jobs = plan["jobs"]
     by_name = dict((j["name"], j) for j in jobs)
     facts = [f for f in (workload_facts(w, by_name) for w in workloads) if f is not None]
@@ -310,10 +323,11 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
             fact["unknown"] = [fact["created"], fact["reserved"]]  # its earlier holds are not known
     factor = plan["compression"]["factor"]
     names = sorted(set(j["tenant"] for j in jobs))
-    steps = share_steps(facts)
+    quotas = dict((t, v or {}) for t, v in tenants.items())  # every declared tenant lends, with Jobs or not
+    steps = share_steps(facts, quotas=quotas)
     lost = lost_jobs(jobs, facts)
     admitted = set(f["job"] for f in facts if f["reserved"] is not None)
-    share = share_check(steps, plan["capacity"], dict((t, tenants.get(t) or {}) for t in names))
+    share = share_check(steps, plan["capacity"], quotas, fair_sharing)
     guarantee = guarantee_check(facts, dict((t, tenants.get(t, {})) for t in names), guarantee_bound)
     unjudged = sum(v["unjudged"] for v in guarantee["tenants"].values())
     looping = sorted((f["evictions"], f["workload"]) for f in facts if f["evictions"] > eviction_limit)
@@ -323,7 +337,8 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
         {"name": "every Job's Workload admitted by Kueue", "passed": len(admitted) == len(jobs),
          "detail": "%d Workloads with QuotaReserved of %d Jobs" % (
              len([f for f in facts if f["reserved"] is not None]), len(jobs))},
-        {"name": "contended share within its tolerance of the fair reference (guarantee first, then by weight)",
+        {"name": "contended share within its tolerance of the fair reference (guarantee first, then by weight)"
+         if fair_sharing else "contended share at least the guarantee part of the reference (fair sharing off)",
          "passed": share["passed"], "detail": share["detail"]},
         {"name": "every tenant gets its guarantee within %g s" % guarantee_bound, "passed": guarantee["passed"],
          "detail": "longest %g s (%s)%s%s" % (
@@ -335,7 +350,6 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
              "%s %d" % (name, count) for count, name in reversed(looping[-5:])) if looping else "")},
     ]
     start = min([f["created"] for f in facts] or [0])
-    quotas = dict((t, tenants.get(t) or {}) for t in names)
     return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
             "capacity": plan["capacity"], "window": plan["window"], "compression": plan["compression"],
             "scaling": plan["scaling"], "adapter": plan["adapter"], "assignment": plan["assignment"],
@@ -349,10 +363,11 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
             "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
             "most_evictions": max([f["evictions"] for f in facts] or [0]),
             "workloads": len(facts),
-            "policy": policy_label(quotas),
+            "policy": policy_label(quotas) + ("" if fair_sharing else ", fair sharing off"),
             "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps],
             "reference_timeline": [[round(t - start, 3), dict((k, round(v, 3)) for k, v in fairness.fair_reference(
-                plan["capacity"], dict((k, v["wanted"]) for k, v in s.items()), quotas).items() if k in s)]
+                plan["capacity"], dict((k, v["wanted"]) for k, v in s.items()), quotas, fair_sharing).items()
+                if k in s)]
                 for t, s in steps]}
 
 
@@ -403,9 +418,11 @@ def replay_markdown(doc):
     lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
               "tenants had pending work (%s s), against Kueue's promise at each moment (the reference: what it "
-              "asks up to its nominal quota, then the cohort's unused lendable quota by weight within its "
-              "borrowing limit); the tolerance is the larger of %g GPU and %g %% of the reference." % (
-                  doc["share"]["contended_seconds"], fairness.SHARE_TOLERANCE_GPUS,
+              "asks up to its nominal quota, then%s the cohort's unused lendable quota by weight within its "
+              "borrowing limit; a Workload no quota could admit is not asked); the tolerance is the larger of %g "
+              "GPU and %g %% of the reference, plus the part of it the tenant's whole Workloads could not fill." % (
+                  doc["share"]["contended_seconds"], "" if doc["share"].get("fair_sharing", True) else
+                  " (fair sharing off: not promised, not judged)", fairness.SHARE_TOLERANCE_GPUS,
                   100 * fairness.SHARE_TOLERANCE_FRACTION), ""]
     g = doc.get("guarantee")
     if g:

@@ -28,6 +28,7 @@ import copy
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
+    GPU_PRODUCT_LABEL,
     HOSTNAME_LABEL,
     JOB_NAME_LABEL,
     KUEUE_API,
@@ -163,10 +164,14 @@ def noisy_neighbour_plan(run):
     instances, otherwise each has whole GPUs of one node (noisy.PLACEMENTS)."""
     values = _common(run)
     victim, neighbour = values["a"], values["b"]
-    mig = any(t["gpu_resource"].startswith(MIG_RESOURCE_PREFIX) for t in (victim, neighbour))
-    values.update(scenario="noisy_neighbour", victim=victim, neighbour=neighbour,
-                  placement="mig_instances" if mig else "own_gpus", seconds=int(run.settings["noisy_seconds"]),
-                  repeats=int(run.settings["noisy_repeats"]))
+    if any((p.get("replicas") or 1) > 1 for t in (victim, neighbour) for p in t.get("products") or []):
+        placement = "shared_gpu"  # time-slicing or MPS replicas: two "GPUs" may be one, never a promise
+    elif all(t["gpu_resource"].startswith(MIG_RESOURCE_PREFIX) for t in (victim, neighbour)):
+        placement = "mig_instances"
+    else:
+        placement = "own_gpus"
+    values.update(scenario="noisy_neighbour", victim=victim, neighbour=neighbour, placement=placement,
+                  seconds=int(run.settings["noisy_seconds"]), repeats=int(run.settings["noisy_repeats"]))
     return values
 
 
@@ -248,8 +253,11 @@ def judge_noisy_neighbour(plan, kept, settings):
         return noisy.not_measured(victim, neighbour, "the GPUs are simulated (kwok nodes run no load, so there is "
                                   "no throughput to compare); tests/bench/noisy_neighbour.py measures a bare host")
     runs = kept["noisy"]
-    where = "node %s, %s and %s" % (runs["node"], plan["victim"]["gpu_resource"], plan["neighbour"]["gpu_resource"])
-    return noisy.judge(victim, neighbour, {plan["placement"]: dict(runs, where=where)})
+    where = "node %s, %s and %s; the runs alone and beside may use different devices of the node%s" % (
+        runs["node"], plan["victim"]["gpu_resource"], plan["neighbour"]["gpu_resource"],
+        "; instances of one GPU only where the node has one MIG-partitioned GPU (not verified)"
+        if plan["placement"] == "mig_instances" else "")
+    return noisy.judge(victim, neighbour, {plan["placement"]: dict(runs, where=where)}, expect_gpu=True)
 
 
 def _with_noise(result, kept):
@@ -757,26 +765,39 @@ class Run(object):
         kept[save] = runs
 
     def noisy_node(self, victim, neighbour, title):
-        """A Ready, schedulable node offering one device for each load (two where both ask the same resource): its
-        ``kubernetes.io/hostname`` label, which the load Jobs select (not always the Node's name)."""
+        """A Ready, schedulable node with a free device for each load (two where both ask the same resource), of a
+        GPU product each tenant's ResourceFlavors select (their nodeLabels, nvidia.com/gpu.product): its
+        ``kubernetes.io/hostname`` label, which the load Jobs select (not always the Node's name). Free: allocatable
+        less the requests of the pods on it that have not ended."""
         wanted = {}
         for tenant in (victim, neighbour):
             wanted[tenant["gpu_resource"]] = wanted.get(tenant["gpu_resource"], 0) + 1
+        products = [set(p["product"] for p in t.get("products") or [] if p.get("product")) for t in (victim, neighbour)]
+        used = {}
+        for pod in self.items("Pod", "v1", None, field_selector="status.phase!=Succeeded,status.phase!=Failed"):
+            node = (pod.get("spec") or {}).get("nodeName")
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                for resource, count in ((container.get("resources") or {}).get("requests") or {}).items():
+                    if node and resource in wanted:
+                        used[(node, resource)] = used.get((node, resource), 0) + int(count)
         for node in self.items("Node", "v1", None):
+            name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
             ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in (node.get("status") or {}).get("conditions") or [])
             offered = (node.get("status") or {}).get("allocatable") or {}
-            hostname = (node["metadata"].get("labels") or {}).get(HOSTNAME_LABEL)
-            if ready and hostname and not (node.get("spec") or {}).get("unschedulable") and all(
-                    int(offered.get(r, 0)) >= n for r, n in wanted.items()):
-                return hostname
-        raise StepFailed("%s: no Ready, schedulable node offers %s" % (
-            title, ", ".join("%d %s" % (n, r) for r, n in sorted(wanted.items()))))
+            selected = all(not wanted_products or labels.get(GPU_PRODUCT_LABEL) in wanted_products
+                           for wanted_products in products)
+            if ready and selected and labels.get(HOSTNAME_LABEL) and not (node.get("spec") or {}).get("unschedulable") \
+                    and all(int(offered.get(r, 0)) - used.get((name, r), 0) >= n for r, n in wanted.items()):
+                return labels[HOSTNAME_LABEL]
+        raise StepFailed("%s: no Ready, schedulable node of %s has %s free" % (
+            title, " and ".join(sorted(set.union(*products))) or "any GPU product",
+            ", ".join("%d %s" % (n, r) for r, n in sorted(wanted.items()))))
 
     def noisy_job(self, plan, tenant, index, node):
         """Create one pinned load Job of ``tenant``; returns its description."""
         job = dict(scenarios.load_jobs(tenant, 1, plan["scenario"], plan["seconds"], self.suffix, start=index)[0],
-                   node=node)
+                   node=node, device="cuda")
         self.client.create(self.resource("Job", "batch/v1"), job_manifest(job, self.pod), namespace=job["namespace"])
         return job
 

@@ -40,7 +40,8 @@ POD_DEFAULTS = {"image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "memor
 
 def job_manifest(job, pod=None):
     """The Job of one load description ``job`` (``scenarios.load_jobs``: name, namespace, queue, tenant, scenario,
-    seconds, resource, gpus, backlog; ``node``, when given, pins its pod to that node by name). ``pod``: ``image``,
+    seconds, resource, gpus, backlog; ``node``, when given, pins its pod to that node by name; ``device``, when
+    given, is gpu_load.py's --device: ``cuda`` makes a pod without a CUDA device fail, not run on the CPU). ``pod``: ``image``,
     ``memory_fraction`` (of the GPU's memory gpu_load.py holds), ``user`` and ``group`` (numeric), ``simulated``
     (kwok runs the pod: its run-time annotations), over POD_DEFAULTS."""
     settings = dict(POD_DEFAULTS, **(pod or {}))
@@ -93,6 +94,8 @@ def job_manifest(job, pod=None):
             },
         },
     }
+    if job.get("device"):
+        manifest["spec"]["template"]["spec"]["containers"][0]["command"] += ["--device", job["device"]]
     if job.get("node"):
         # The well-known label every kubelet sets on its Node (k8s.io/api core/v1 LabelHostname).
         manifest["spec"]["template"]["spec"]["nodeSelector"] = {HOSTNAME_LABEL: job["node"]}

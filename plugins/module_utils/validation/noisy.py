@@ -32,8 +32,8 @@ OVERLAP_LEAST = 0.9
 GPU_BACKENDS = ("torch-cuda",)
 PLACEMENTS = {
     "shared_gpu": {"title": "sharing one device (time-sliced)", "bound": None},
-    "own_gpus": {"title": "each on its own device of one node", "bound": WHOLE_GPU_BOUND},
-    "mig_instances": {"title": "on another MIG instance of the same GPU", "bound": MIG_BOUND},
+    "own_gpus": {"title": "each on its own device", "bound": WHOLE_GPU_BOUND},
+    "mig_instances": {"title": "each on its own MIG instance", "bound": MIG_BOUND},
 }
 FIELDS = ("tenant", "backend", "tflops", "started", "ended")
 
@@ -92,19 +92,24 @@ def _kind(records):
     return "cpu", backends
 
 
-def judge(victim, neighbour, placements):
+def judge(victim, neighbour, placements, expect_gpu=False):
     """The scenario's result (``{"name", "title", "checks", "metrics", "notes"}``, validation/report.py rows).
 
     ``placements``: ``{placement: {"where": the devices in words, "alone": [the victim's records run alone there],
     "beside": [(victim's record, neighbour's record) run at the same time]}}`` for the placements of ``PLACEMENTS``
     measured. The victim's throughput is the median of its runs. Judged: every placement with a bound whose runs
     were all on a GPU: the neighbour overlapped each run by ``OVERLAP_LEAST``, and the victim's median beside it
-    is at most the bound below its median alone on the same device. Runs on the CPU, and the same-GPU placement,
-    are shown and not judged."""
+    is at most the bound below its median alone. Runs on the CPU, and the same-GPU placement, are shown and not
+    judged; with ``expect_gpu`` (a cluster with real GPUs) a run of either tenant on the CPU fails a check, since
+    the load generator falls back to the CPU where it finds no CUDA device."""
     checks, notes, metrics = [], [], {"victim": victim, "neighbour": neighbour}
     for placement, runs in sorted(placements.items()):
         spec = PLACEMENTS[placement]
-        kind, backends = _kind(list(runs["alone"]) + [pair[0] for pair in runs["beside"]])
+        everyone = list(runs["alone"]) + [record for pair in runs["beside"] for record in pair]
+        kind, backends = _kind(everyone)
+        if expect_gpu:
+            checks.append(check("every load of %s and %s ran on a GPU (%s)" % (victim, neighbour, spec["title"]),
+                                "backend %s" % " or ".join(GPU_BACKENDS), backends, kind == "gpu"))
         base, here = _tflops(runs["alone"]), _tflops([pair[0] for pair in runs["beside"]])
         lost = (1.0 - here / base) if base and here is not None else None
         overlaps = [round(overlap(v, n), 3) for v, n in runs["beside"]]
