@@ -178,6 +178,7 @@ def main():
     )
     params = module.params
     policies = []
+
     def read(policy, field, path):
         try:
             with open(path) as handle:
