@@ -34,9 +34,11 @@ KUBECONFIG = os.path.join(KWOK_WORKDIR, "clusters", REPLAY["cluster_name"], "kub
 NAMESPACES = ["tenant-0", "tenant-1", "tenant-2"]
 REPLAY_GUARANTEES = dict((t["name"], t["gpus"]) for t in REPLAY["tenants_list"])
 # The same cluster after a hand edit that breaks the promise: tenant-0's ClusterQueue gets half its nominalQuota
-# (11 of the 22 its inventory declares). A shorter window, the trace's busiest day.
+# (11 of the 22 its inventory declares). A shorter replay: the first 80 tasks of the trace's busiest half day (the
+# busiest day, 174 tasks, took 208 to 220 s in all on 2026-12-06, and make test's lanes have no minutes to spare).
 UNFAIR_RESULTS = os.path.join(ROOT, "results", "it-replay", "unfair")
-UNFAIR = dict(REPLAY, replay_run_id="it-unfair", replay_results_dir=UNFAIR_RESULTS, replay_window_seconds=86400)
+UNFAIR = dict(REPLAY, replay_run_id="it-unfair", replay_results_dir=UNFAIR_RESULTS, replay_window_seconds=43200,
+              replay_max_tasks=80)
 
 pytestmark = [pytest.mark.own_cluster,
               pytest.mark.skipif(not os.path.isdir(os.path.join(TRACE_DIR, "alibaba-gpu-v2023")),
@@ -108,7 +110,8 @@ def test_each_tenant_held_what_kueue_promised_under_contention(replayed):
     share = report["share"]
     assert share["contended_seconds"] > 30, "demand above capacity for a sustained period"
     for tenant, check in share["tenants"].items():
-        assert check["tolerance"] == fairness.share_tolerance(check["reference"])
+        assert check["tolerance"] == pytest.approx(fairness.share_tolerance(check["reference"], check["fragment"]),
+                                                   abs=0.002)
         assert abs(check["held"] - check["reference"]) <= check["tolerance"], (tenant, check)
         assert check["reference"] <= REPLAY_GUARANTEES[tenant] + 64 - sum(REPLAY_GUARANTEES.values()) + 1e-9
 
@@ -192,6 +195,10 @@ def halve_the_nominal_quota(api, name):
     return before
 
 
+# About 3 minutes that make test's lanes do not have (docs/testing.md "How long it takes"): make test shows the same
+# check refusing broken promises through the model (tests/unit/test_replay_fairness.py); make test-replay runs this.
+@pytest.mark.skipif(os.environ.get("FAIRGPU_MAKE_TEST") is not None,
+                    reason="make test-replay runs it; make test shows the refusal through the model")
 def test_the_share_check_refuses_a_cluster_that_breaks_the_promise(replayed):
     # Issue 28: a bound a wrong configuration fails. The declared quotas (inventory) are judged against what the
     # edited cluster did: tenant-0 holds about half its promise under contention, and the report fails naming it,
@@ -206,7 +213,7 @@ def test_the_share_check_refuses_a_cluster_that_breaks_the_promise(replayed):
     failed = [c["name"] for c in report["checks"] if not c["passed"]]
     assert failed and failed[0].startswith("contended share within its tolerance"), report["checks"]
     share = report["share"]
-    assert share["contended_seconds"] > 30
+    assert share["contended_seconds"] > 10
     check = share["tenants"]["tenant-0"]
     assert not check["passed"] and check["reference"] - check["held"] > check["tolerance"], check
     assert "tenant-0 held" in share["detail"], share["detail"]
