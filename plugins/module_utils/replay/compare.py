@@ -7,6 +7,8 @@ runs of each policy (issue 28, item 2: min, median and max over the runs; two po
 their ranges do not overlap). Pure logic, no cluster access. Units: waits in trace seconds (the reports' ``trace_``
 figures), GPU-hours in trace hours, shares in GPUs."""
 
+import statistics
+
 # The figures of a tenant's row that repeated runs are summarised by (policy_rows' keys).
 SPREAD_FIGURES = ("p50", "p95", "max", "trace_gpu_hours", "preempted", "held")
 
@@ -44,12 +46,8 @@ def spread(values):
     """``{"runs", "min", "median", "max"}`` of the figures of repeated runs (None left out; the median of an even
     count is the mean of the middle two); None figures when no run has one."""
     known = sorted(v for v in values if v is not None)
-    middle = len(known) // 2
-    median = None
-    if known:
-        median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2.0
-    return {"runs": len(values), "min": known[0] if known else None, "median": median,
-            "max": known[-1] if known else None}
+    return {"runs": len(values), "min": known[0] if known else None,
+            "median": statistics.median(known) if known else None, "max": known[-1] if known else None}
 
 
 def run_spread(reports):

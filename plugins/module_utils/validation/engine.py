@@ -25,6 +25,7 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import readiness
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.applier import api_message
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import (
     BACKLOG_LABEL,
@@ -782,8 +783,7 @@ class Run(object):
                         used[(node, resource)] = used.get((node, resource), 0) + int(count)
         for node in self.items("Node", "v1", None):
             name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in (node.get("status") or {}).get("conditions") or [])
+            ready = readiness.node_ready(node)
             offered = (node.get("status") or {}).get("allocatable") or {}
             selected = all(not wanted_products or labels.get(GPU_PRODUCT_LABEL) in wanted_products
                            for wanted_products in products)

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import statistics
 
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.report import check
 
@@ -66,14 +67,6 @@ def load_records(text, where="output"):
     return records
 
 
-def median(values):
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
-
-
 def overlap(victim, neighbour):
     """The share of the victim run's time (``started`` to ``ended``) during which the neighbour's run ran."""
     span = victim["ended"] - victim["started"]
@@ -82,7 +75,8 @@ def overlap(victim, neighbour):
 
 
 def _tflops(records):
-    return median([float(r["tflops"]) for r in records])
+    """The median TFLOP/s of ``records``; None for none."""
+    return statistics.median(float(r["tflops"]) for r in records) if records else None
 
 
 def _kind(records):
