@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -43,6 +43,19 @@ setup: $(VENV)/.installed .collections/ansible_collections/fairgpu/tenancy
 toolchain:
 	bash files/lab/toolchain/toolchain.sh ensure >/dev/null
 
+# PyTorch for the load generator's torch path on the CPU (files/gpu_load.py, tests/unit/test_gpu_load.py): PyPI's
+# torch, pinned in versions.env, in a virtualenv of its own cached beside the toolchain (about 5 GB and 2.5 min,
+# once). PyPI's Linux torch is the CUDA build (it brings NVIDIA's CUDA wheels) and runs on a CPU without a GPU; the
+# CPU-only build is on PyTorch's own index, not PyPI, which nothing here reaches.
+TORCH_VERSION := $(shell sed -n 's/^TORCH_VERSION=//p' files/lab/toolchain/versions.env)
+TORCH_VENV := $(or $(FAIRGPU_CACHE),$(HOME)/.cache/fairgpu)/torch-$(TORCH_VERSION)
+loadgen-torch: $(TORCH_VENV)/.complete
+$(TORCH_VENV)/.complete:
+	rm -rf $(TORCH_VENV)
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)
+	date -u +%FT%TZ > $@
+
 # The Prometheus Operator and its CRDs, which only tests/integration/test_77_prometheus_operator.py needs (built once,
 # cached like the rest; docs/lab.md "Toolchain").
 toolchain-prometheus-operator:
@@ -64,11 +77,15 @@ teardown: setup
 # molecule's default scenario; beside them the unit tests, lint and promtool, then the integration files that bring
 # an embedded cluster of their own (marked own_cluster). Each lane stops at its first failure, the other goes on.
 TEST_LANES := "integration-shared molecule" "unit lint rules integration-own"
-test: setup toolchain toolchain-prometheus-operator
+# PyTorch (a download) is installed while the toolchain builds (compiling), each once.
+test: setup
+	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator loadgen-torch
 	$(BIN)/python tests/lanes.py $(TEST_LANES)
 
+# The torch path's test runs with the interpreter of loadgen-torch; without it (make unit alone, before any make
+# test) it is skipped, saying so, and under make test it fails.
 unit: setup
-	$(BIN)/python -m pytest -q tests/unit
+	FAIRGPU_TORCH_PYTHON=$(TORCH_VENV)/bin/python $(BIN)/python -m pytest -q tests/unit
 
 lint: setup
 	$(BIN)/ansible-lint --offline

@@ -4,8 +4,10 @@
 multiplications for a given time, then print one JSON line with what was achieved.
 
 With PyTorch and CUDA it allocates ``--memory-fraction`` of the device's *free* memory (default 0.8) and runs
-float16 (GPU) matmuls; without them (no torch, or no CUDA device) it does the same on the CPU with float32
-NumPy or pure-Python fallbacks, holding ``--cpu-memory-mib`` MiB instead, so it can be tested on any machine.
+float16 matmuls (backend ``torch-cuda``). Without a CUDA device it does the same on the CPU in float32, holding
+``--cpu-memory-mib`` MiB instead: with PyTorch when it is installed (``torch-cpu``, the same code as on the GPU, which
+is how the tests run the torch path), else with NumPy (``numpy-cpu``) or pure Python (``python-cpu``), so it runs
+on any machine.
 
 Environment: ``TENANT`` (reported as is; default ``unknown``).
 Output (stdout, one line): {"tenant", "device", "backend", "memory_held_mib", "seconds", "matmuls",
@@ -55,35 +57,47 @@ def _torch():
         return None
 
 
-def run_cuda(torch, args):
-    device = torch.device("cuda")
-    free, _total = torch.cuda.mem_get_info(device)
-    n = args.matrix_size or 8192
-    a = torch.randn(n, n, device=device, dtype=torch.float16)
-    b = torch.randn(n, n, device=device, dtype=torch.float16)
-    working = 3 * n * n * 2
-    hold_bytes = max(int(free * args.memory_fraction) - working, 0)
-    ballast = torch.empty(hold_bytes, dtype=torch.uint8, device=device)
+def run_torch(torch, args, on_gpu):
+    """The matmul loop on ``cuda`` (float16, ``--memory-fraction`` of the free memory held) or on the CPU
+    (float32, ``--cpu-memory-mib`` MiB held); the working matrices count in what is held."""
+    device = torch.device("cuda" if on_gpu else "cpu")
+    n = args.matrix_size or (8192 if on_gpu else 512)
+    dtype = torch.float16 if on_gpu else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    working = 3 * n * n * a.element_size()
+    if on_gpu:
+        free, _total = torch.cuda.mem_get_info(device)
+        hold_bytes = max(int(free * args.memory_fraction) - working, 0)
+    else:
+        hold_bytes = max(args.cpu_memory_mib * MIB - working, 0)
+    ballast = torch.ones(hold_bytes, dtype=torch.uint8, device=device)  # written, so the memory is really held
+
+    def synchronize():
+        if on_gpu:
+            torch.cuda.synchronize(device)
+
     matmuls, start = 0, time.perf_counter()
     while time.perf_counter() - start < args.seconds:
         c = a @ b
         matmuls += 1
         if matmuls % 16 == 0:
-            torch.cuda.synchronize(device)
-    torch.cuda.synchronize(device)
+            synchronize()
+    synchronize()
     elapsed = time.perf_counter() - start
     del c
     return {
-        "device": torch.cuda.get_device_name(device),
-        "backend": "torch-cuda",
+        "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "backend": "torch-cuda" if on_gpu else "torch-cpu",
         "memory_held_mib": round((ballast.numel() + working) / MIB, 1),
         "seconds": round(elapsed, 3),
         "matmuls": matmuls,
-        "tflops": round(2.0 * n ** 3 * matmuls / elapsed / 1e12, 4),
+        "tflops": round(2.0 * n ** 3 * matmuls / elapsed / 1e12, 6),
     }
 
 
 def run_cpu(args):
+    """Without PyTorch: float32 NumPy matmuls, or pure-Python ones on 64 x 64 at most without NumPy."""
     n = args.matrix_size or 512
     try:
         import numpy
@@ -121,15 +135,13 @@ def run_cpu(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    torch = _torch() if args.device in ("auto", "cuda") else None
-    if args.device == "cuda" and (torch is None or not torch.cuda.is_available()):
+    torch = _torch()
+    on_gpu = torch is not None and args.device != "cpu" and torch.cuda.is_available()
+    if args.device == "cuda" and not on_gpu:
         print("gpu_load: --device cuda asked, but PyTorch with CUDA is not available", file=sys.stderr)
         return 2
     started = time.time()
-    if torch is not None and torch.cuda.is_available():
-        result = run_cuda(torch, args)
-    else:
-        result = run_cpu(args)
+    result = run_torch(torch, args, on_gpu) if torch is not None else run_cpu(args)
     result = dict(tenant=os.environ.get("TENANT", "unknown"), started=round(started, 3), ended=round(time.time(), 3),
                   visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), **result)
     print(json.dumps(result, sort_keys=True))

@@ -79,3 +79,36 @@ def test_runs_as_non_root_with_an_unwritable_home(tmp_path):
     result = json.loads(lines[0])
     assert result["tenant"] == "team-b" and result["memory_held_mib"] == 8.0 and result["matmuls"] >= 1
     assert not home.exists()
+
+
+def _torch_python():
+    """The interpreter with PyTorch that make unit passes (FAIRGPU_TORCH_PYTHON, the Makefile's loadgen-torch).
+    Under make test (FAIRGPU_MAKE_TEST, set by tests/lanes.py) it must be there; elsewhere its absence skips."""
+    python = os.environ.get("FAIRGPU_TORCH_PYTHON", "")
+    if os.access(python, os.X_OK):
+        return python
+    if os.environ.get("FAIRGPU_MAKE_TEST") is not None:
+        pytest.fail("make test installs PyTorch first (make loadgen-torch), but FAIRGPU_TORCH_PYTHON=%r is not an "
+                    "interpreter" % python)
+    pytest.skip("no PyTorch interpreter: make loadgen-torch installs one, make unit passes it")
+
+
+def test_the_torch_path_on_the_cpu():
+    """The torch code the GPU runs (tensors, the matmul loop, the ballast), on the CPU: backend torch-cpu, the
+    working matrices counted in what is held, and --device cuda still refused without a GPU."""
+    python = _torch_python()
+    out = subprocess.run([python, SCRIPT, "--seconds", "0.5", "--device", "cpu", "--cpu-memory-mib", "16"],
+                         capture_output=True, text=True, env=dict(os.environ, TENANT="team-a"), check=True, timeout=120)
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, out.stdout
+    result = json.loads(lines[0])
+    assert (result["backend"], result["device"], result["tenant"]) == ("torch-cpu", "cpu", "team-a"), result
+    assert result["memory_held_mib"] == 16.0 and result["matmuls"] >= 1 and result["tflops"] > 0
+    assert result["seconds"] >= 0.5 and result["ended"] - result["started"] >= 0.5
+    # auto on a machine without CUDA: the same torch path on the CPU.
+    auto = subprocess.run([python, SCRIPT, "--seconds", "0.2", "--cpu-memory-mib", "8", "--matrix-size", "64"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(auto.stdout.strip().splitlines()[-1])["backend"] == "torch-cpu"
+    cuda = subprocess.run([python, SCRIPT, "--device", "cuda", "--seconds", "0.1"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert cuda.returncode == 2 and "PyTorch with CUDA is not available" in cuda.stderr
