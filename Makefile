@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -22,6 +22,7 @@ help:
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for docs/measurements.md)"
 	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; docs/measurements.md: Scale)"
+	@echo "make bench-scale-baseline Kueue's own scheduler performance baseline shape (v0.19.2 configs/baseline) beside upstream's bounds"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (docs/replay.md: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
 	@echo "make replay-compare the same short replay under each Kueue policy, COMPARE_RUNS (3) times each, one comparison report (about 1.5 h)"
@@ -184,9 +185,15 @@ bench: setup toolchain
 
 # The scale benchmark (not a test, not in make test): its own cluster fairgpu-scale, removed at the end; the figures
 # land in results/bench-scale/. Smaller runs: SCALE_NODES=50 SCALE_TENANTS=4 SCALE_WORKLOADS=500 SCALE_PODS=100.
+# Then, on the same cluster name and ports after it, Kueue's own scheduler performance baseline shape beside
+# upstream's bounds: bench-scale-baseline (tests/bench/scale_baseline.py; alone, about 15 min).
 bench-scale: setup toolchain
 	mkdir -p results/bench-scale
-	$(BIN)/python tests/bench/scale.py
+	$(BIN)/python tests/bench/scale.py; rc=$$?; $(MAKE) --no-print-directory bench-scale-baseline || rc=1; exit $$rc
+
+bench-scale-baseline: setup toolchain
+	mkdir -p results/bench-scale
+	$(BIN)/python tests/bench/scale_baseline.py
 
 # The noisy-neighbour measurement on a bare host (not a test; docs/validation.md "The noisy neighbour"): the load
 # generator as processes, alone and beside a neighbour on the GPUs nvidia-smi lists (on the CPU without one);

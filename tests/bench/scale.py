@@ -108,8 +108,9 @@ VARS = {
 }
 
 
-def playbook(name, logfile):
-    cmd = [os.path.join(BIN, "ansible-playbook"), "playbooks/" + name, "-e", json.dumps(VARS)]
+def playbook(name, logfile, variables=None):
+    """Run playbooks/<name> with ``variables`` (default VARS) as extra vars; returns (seconds, exit status)."""
+    cmd = [os.path.join(BIN, "ansible-playbook"), "playbooks/" + name, "-e", json.dumps(variables or VARS)]
     start = time.monotonic()
     with open(logfile, "w") as handle:
         proc = subprocess.run(cmd, cwd=ROOT, env=ENV, stdout=handle, stderr=subprocess.STDOUT, check=False)
@@ -199,35 +200,64 @@ def list_workloads(custom):
 
 
 class Finisher:
-    """Watches Workloads; marks each bare Workload Finished its running time after admission (as Kueue's perf
-    runner does), and counts what is admitted and finished."""
+    """Watches Workloads and plays the job controller for bare ones, as Kueue's perf runner does
+    (test/performance/scheduler/runner/controller/controller.go, v0.19.2): an admitted Workload is marked Finished
+    (reason ByTest) its running time after its latest admission; an evicted one (preempted) has its quota
+    reservation removed (QuotaReserved False with reason Pending, status.admission cleared, Admitted False: Kueue's
+    workload.UnsetQuotaReservationWithCondition, which the job integrations call and nothing calls for a Workload
+    without a job), so that Kueue queues it again. On this client's clock, as the runner's recorder does, it keeps
+    when each Workload was first seen, when it was last admitted, and its admitted intervals."""
 
     def __init__(self, custom, selector, finish):
         self.custom, self.selector, self.finish = custom, selector, finish
         self.lock = threading.Lock()
         self.due = []
-        self.scheduled, self.admitted, self.finished = set(), set(), set()
+        self.admitted, self.finished = set(), set()
         self.latest = {}
         self.stop = threading.Event()
         self.errors = 0
         self.retries = 0
+        self.first_seen, self.admitted_since, self.last_admitted = {}, {}, {}
+        self.admissions, self.intervals, self.unreserving = {}, {}, set()
+
+    def _ended(self, key, now):
+        """The admission seen since admitted_since[key] ended now (finished or evicted)."""
+        since = self.admitted_since.pop(key, None)
+        if since is not None:
+            self.intervals.setdefault(key, []).append((since, now))
 
     def observe(self, wl):
         key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        now = time.time()
         with self.lock:
+            self.first_seen.setdefault(key, now)
             if cond(wl, "Finished"):
-                self.finished.add(key)
+                if key not in self.finished:
+                    self.finished.add(key)
+                    self._ended(key, now)
                 self.admitted.add(key)
                 return
-            if cond(wl, "Admitted"):
+            evicted = cond(wl, "Evicted") is not None and cond(wl, "QuotaReserved") is not None
+            if cond(wl, "Admitted") and not evicted:
                 self.admitted.add(key)
                 self.latest[key] = wl
-                if self.finish and key not in self.scheduled:
-                    self.scheduled.add(key)
-                    runtime = float((wl["metadata"].get("labels") or {}).get(BENCH_LABEL + "-runtime", "0"))
-                    heapq.heappush(self.due, (time.monotonic() + runtime, key))
+                self.unreserving.discard(key)  # admitted again (the watch may not have shown the state between)
+                if key not in self.admitted_since:
+                    self.admitted_since[key] = self.last_admitted[key] = now
+                    self.admissions[key] = self.admissions.get(key, 0) + 1
+                    if self.finish:
+                        runtime = float((wl["metadata"].get("labels") or {}).get(BENCH_LABEL + "-runtime", "0"))
+                        heapq.heappush(self.due, (time.monotonic() + runtime, key, self.admissions[key]))
+                return
+            self._ended(key, now)
+            if not evicted:
+                self.unreserving.discard(key)
+            elif self.finish and key not in self.unreserving:
+                self.unreserving.add(key)
+                heapq.heappush(self.due, (time.monotonic(), key, 0))
 
     def watch_loop(self):
+        """List, then watch for 30 s, again and again: each list sees every Workload afresh (a watch can lag)."""
         while not self.stop.is_set():
             try:
                 page = self.custom.list_cluster_custom_object(GROUP, VERSION, "workloads", label_selector=self.selector)
@@ -235,7 +265,7 @@ class Finisher:
                     self.observe(wl)
                 stream = watch.Watch().stream(self.custom.list_cluster_custom_object, GROUP, VERSION, "workloads",
                                               label_selector=self.selector,
-                                              resource_version=page["metadata"]["resourceVersion"], timeout_seconds=60)
+                                              resource_version=page["metadata"]["resourceVersion"], timeout_seconds=30)
                 for event in stream:
                     if event["type"] in ("ADDED", "MODIFIED"):
                         self.observe(event["object"])
@@ -246,23 +276,39 @@ class Finisher:
                 log("watch restarted: %s" % str(error)[:120])
                 time.sleep(1)
 
-    def finish_one(self, key):
-        """Set Finished on the Workload as the watch last saw it (a conflict or a 5xx: read it again and retry)."""
+    def _transition(self, wl, condition, now):
+        condition.update(lastTransitionTime=now, observedGeneration=wl["metadata"].get("generation", 1))
+        wl["status"]["conditions"] = [c for c in wl["status"].get("conditions") or []
+                                      if c["type"] != condition["type"]] + [condition]
+
+    def settle_one(self, key, admission):
+        """admission > 0: set Finished on the Workload if that admission still holds; 0: remove the quota
+        reservation of an evicted Workload. A conflict or a 5xx: read it again and retry."""
         namespace, name = key
         with self.lock:
-            wl = self.latest.pop(key, None)
+            wl = self.latest.pop(key, None) if admission else None
         for attempt in range(20):
             try:
                 if wl is None:
                     wl = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", name)
+                now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                with self.lock:
+                    current = self.admissions.get(key) == admission and key in self.admitted_since
                 if cond(wl, "Finished"):
                     return
-                now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-                conditions = [c for c in wl["status"].get("conditions") or [] if c["type"] != "Finished"]
-                conditions.append({"type": "Finished", "status": "True", "reason": "ByTest",
-                                   "message": "By the fairgpu scale benchmark", "lastTransitionTime": now,
-                                   "observedGeneration": wl["metadata"].get("generation", 1)})
-                wl["status"]["conditions"] = conditions
+                if admission:
+                    if not current or not cond(wl, "Admitted") or cond(wl, "Evicted"):
+                        return  # evicted since: its next admission is timed afresh
+                    self._transition(wl, {"type": "Finished", "status": "True", "reason": "ByTest",
+                                          "message": "By the fairgpu scale benchmark"}, now)
+                else:
+                    if not (cond(wl, "Evicted") and cond(wl, "QuotaReserved")):
+                        return
+                    self._transition(wl, {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                          "message": "Evicted, the fairgpu scale benchmark ended it"}, now)
+                    self._transition(wl, {"type": "Admitted", "status": "False", "reason": "NoReservation",
+                                          "message": "The workload has no reservation"}, now)
+                    wl["status"].pop("admission", None)
                 self.custom.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, "workloads", name, wl)
                 return
             except ApiException as error:
@@ -274,12 +320,12 @@ class Finisher:
                     time.sleep(min(10, 1 + attempt))
                     continue
                 self.errors += 1
-                log("finishing %s/%s: %s %s" % (namespace, name, error.status, error.reason))
+                log("settling %s/%s: %s %s" % (namespace, name, error.status, error.reason))
                 return
             except Exception as error:  # a dropped connection: read it again
                 wl = None
                 self.retries += 1
-                log("finishing %s/%s: %s" % (namespace, name, str(error)[:120]))
+                log("settling %s/%s: %s" % (namespace, name, str(error)[:120]))
                 time.sleep(min(10, 1 + attempt))
         self.errors += 1
 
@@ -289,9 +335,9 @@ class Finisher:
             ready = []
             with self.lock:
                 while self.due and self.due[0][0] <= now:
-                    ready.append(heapq.heappop(self.due)[1])
-            for key in ready:
-                pool.submit(self.finish_one, key)
+                    ready.append(heapq.heappop(self.due)[1:])
+            for key, admission in ready:
+                pool.submit(self.settle_one, key, admission)
             time.sleep(0.05)
 
 
@@ -633,15 +679,19 @@ def main():
             log("teardown")
             report["teardown_seconds"], report["teardown_rc"] = playbook("teardown.yml", os.path.join(RESULTS, "teardown.log"))
     report["total_seconds"] = round(time.monotonic() - total, 1)
-    with open(os.path.join(RESULTS, "scale.json"), "w") as handle:
-        json.dump(report, handle, indent=2, sort_keys=True)
-    text = table(report)
-    with open(os.path.join(RESULTS, "scale.md"), "w") as handle:
+    write_report(report, "scale", table(report))
+    return rc
+
+
+def write_report(report, name, text):
+    """results/bench-scale/<name>.json and <name>.md; the Markdown printed, and the error if there was one."""
+    with open(os.path.join(RESULTS, name + ".json"), "w") as handle:
+        json.dump(report, handle, indent=2, sort_keys=True, default=str)
+    with open(os.path.join(RESULTS, name + ".md"), "w") as handle:
         handle.write(text + "\n")
     print(text)
     if "error" in report:
         print("\nerror: %s" % report["error"])
-    return rc
 
 
 if __name__ == "__main__":
