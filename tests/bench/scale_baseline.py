@@ -199,8 +199,9 @@ def markdown(report):
                 report["admitted"], report["finished"], report["lost"], report["evictions_seen"]),
              "| measure | fairgpu's embedded cluster | upstream's bound | within |", "|---|---|---|---|"]
     for row in report["checks"]:
-        lines.append("| %s | %s | %s | %s |" % (row["measure"], "-" if row["observed"] is None else row["observed"],
-                                               row["bound"], {True: "yes", False: "**no**", None: "-"}[row["passed"]]))
+        observed = "-" if row["observed"] is None else row["observed"]
+        within = {True: "yes", False: "**no**", None: "-"}[row["passed"]]
+        lines.append("| %s | %s | %s | %s |" % (row["measure"], observed, row["bound"], within))
     lines.append("\nCreating the Workloads took %s s (the config's creation intervals alone: %s s); Kueue's CPU time "
                  "over the run %s s; site.yml %.0f s" % (report.get("created_seconds"), report.get("paced_seconds"),
                                                          report.get("kueue_cpu_seconds"), report.get("site_seconds", 0.0)))
@@ -269,8 +270,8 @@ def run(custom, core, planned):
         thread.join()
     created_seconds = time.time() - started
     expected = sum(ws["count"] * len(ws["workloads"]) for q in planned["queues"] for _i, ws in q["sets"])
-    log("baseline: %d of %d Workloads created in %.1f s (%d failures)" % (len(created), expected, created_seconds,
-                                                                         len(failures)))
+    log("baseline: %d of %d Workloads created in %.1f s (%d failures)"
+        % (len(created), expected, created_seconds, len(failures)))
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         with finisher.lock:
