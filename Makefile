@@ -48,14 +48,17 @@ toolchain:
 # torch, pinned in versions.env, in a virtualenv of its own cached beside the toolchain (about 5 GB and 2.5 min,
 # once). PyPI's Linux torch is the CUDA build (it brings NVIDIA's CUDA wheels) and runs on a CPU without a GPU; the
 # CPU-only build is on PyTorch's own index, not PyPI, which nothing here reaches.
+# One checkout installs at a time (a lock file beside it); .complete is written last, and the tests use the
+# interpreter only where it is there, so a failed install is made again from scratch by the next make.
 TORCH_VERSION := $(shell sed -n 's/^TORCH_VERSION=//p' files/lab/toolchain/versions.env)
-TORCH_VENV := $(or $(FAIRGPU_CACHE),$(HOME)/.cache/fairgpu)/torch-$(TORCH_VERSION)
+TORCH_CACHE := $(or $(FAIRGPU_CACHE),$(HOME)/.cache/fairgpu)
+TORCH_VENV := $(TORCH_CACHE)/torch-$(TORCH_VERSION)
 loadgen-torch: $(TORCH_VENV)/.complete
 $(TORCH_VENV)/.complete:
-	rm -rf $(TORCH_VENV)
-	$(PYTHON) -m venv $(TORCH_VENV)
-	$(TORCH_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)
-	date -u +%FT%TZ > $@
+	mkdir -p $(TORCH_CACHE)
+	flock $(TORCH_CACHE)/.torch.lock bash -c 'set -e; [ -f $@ ] && exit 0; rm -rf $(TORCH_VENV); \
+	  $(PYTHON) -m venv $(TORCH_VENV); $(TORCH_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION); \
+	  date -u +%FT%TZ > $@'
 
 # The Prometheus Operator and its CRDs, which only tests/integration/test_77_prometheus_operator.py needs (built once,
 # cached like the rest; docs/lab.md "Toolchain").
@@ -83,10 +86,10 @@ test: setup
 	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator loadgen-torch
 	$(BIN)/python tests/lanes.py $(TEST_LANES)
 
-# The torch path's test runs with the interpreter of loadgen-torch; without it (make unit alone, before any make
-# test) it is skipped, saying so, and under make test it fails.
+# The torch path's test runs with the interpreter of loadgen-torch where its install is complete; without it (make
+# unit alone, before any make test) it is skipped, saying so, and under make test it fails.
 unit: setup
-	FAIRGPU_TORCH_PYTHON=$(TORCH_VENV)/bin/python $(BIN)/python -m pytest -q tests/unit
+	FAIRGPU_TORCH_PYTHON=$(if $(wildcard $(TORCH_VENV)/.complete),$(TORCH_VENV)/bin/python) $(BIN)/python -m pytest -q tests/unit
 
 lint: setup
 	$(BIN)/ansible-lint --offline
@@ -186,7 +189,7 @@ bench: setup toolchain
 # The scale benchmark (not a test, not in make test): its own cluster fairgpu-scale, removed at the end; the figures
 # land in results/bench-scale/. Smaller runs: SCALE_NODES=50 SCALE_TENANTS=4 SCALE_WORKLOADS=500 SCALE_PODS=100.
 # Then, on the same cluster name and ports after it, Kueue's own scheduler performance baseline shape beside
-# upstream's bounds: bench-scale-baseline (tests/bench/scale_baseline.py; alone, about 15 min).
+# upstream's bounds: bench-scale-baseline (tests/bench/scale_baseline.py; alone, about 14 min).
 bench-scale: setup toolchain
 	mkdir -p results/bench-scale
 	$(BIN)/python tests/bench/scale.py; rc=$$?; $(MAKE) --no-print-directory bench-scale-baseline || rc=1; exit $$rc

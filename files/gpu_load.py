@@ -63,14 +63,12 @@ def run_torch(torch, args, on_gpu):
     device = torch.device("cuda" if on_gpu else "cpu")
     n = args.matrix_size or (8192 if on_gpu else 512)
     dtype = torch.float16 if on_gpu else torch.float32
+    # The share to hold, measured before anything is allocated (the working matrices count in it).
+    target = int(torch.cuda.mem_get_info(device)[0] * args.memory_fraction) if on_gpu else args.cpu_memory_mib * MIB
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     working = 3 * n * n * a.element_size()
-    if on_gpu:
-        free, _total = torch.cuda.mem_get_info(device)
-        hold_bytes = max(int(free * args.memory_fraction) - working, 0)
-    else:
-        hold_bytes = max(args.cpu_memory_mib * MIB - working, 0)
+    hold_bytes = max(target - working, 0)
     ballast = torch.ones(hold_bytes, dtype=torch.uint8, device=device)  # written, so the memory is really held
 
     def synchronize():

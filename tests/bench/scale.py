@@ -284,6 +284,16 @@ class Finisher:
     def settle_one(self, key, admission):
         """admission > 0: set Finished on the Workload if that admission still holds; 0: remove the quota
         reservation of an evicted Workload. A conflict or a 5xx: read it again and retry."""
+        try:
+            self._settle(key, admission)
+        finally:
+            if not admission:
+                # Done with this eviction, whatever came of it: the watch may never show the state after it (a
+                # relist sees only the latest), and a later eviction must be ended again.
+                with self.lock:
+                    self.unreserving.discard(key)
+
+    def _settle(self, key, admission):
         namespace, name = key
         with self.lock:
             wl = self.latest.pop(key, None) if admission else None
@@ -337,7 +347,10 @@ class Finisher:
                 while self.due and self.due[0][0] <= now:
                     ready.append(heapq.heappop(self.due)[1:])
             for key, admission in ready:
-                pool.submit(self.settle_one, key, admission)
+                try:
+                    pool.submit(self.settle_one, key, admission)
+                except RuntimeError:  # the pool was shut down: the run is over
+                    return
             time.sleep(0.05)
 
 

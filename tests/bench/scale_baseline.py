@@ -4,8 +4,9 @@ second part; issue 28 item 7). A benchmark, not a test.
 Kueue's performance test (test/performance/scheduler of sigs.k8s.io/kueue at the pinned KUEUE_VERSION) makes its
 objects from configs/baseline/generator.yaml and asserts configs/baseline/rangespec.yaml. This script reads both
 from the pinned module in the Go module cache (`go mod download`; the toolchain's Kueue build fetched it), makes the
-same objects on an embedded cluster that fairgpu's site.yml brings up with Kueue's Configuration as the test has it
-(fair sharing off: its minimalkueue starts from an empty Configuration), plays the test runner's controller
+same objects on an embedded cluster that fairgpu's site.yml brings up, with fair sharing off (the test's
+minimalkueue starts from an empty, undefaulted Configuration; fairgpu's Kueue is the real one, with its webhooks,
+the batch/job integration and waitForPodsReady, which act on no bare Workload), plays the test runner's controller
 (scale.Finisher) and computes the test's three measures as its recorder and checker do
 (runner/recorder/recorder.go, checker/checker_test.go):
 
@@ -14,8 +15,8 @@ same objects on an embedded cluster that fairgpu's site.yml brings up with Kueue
   Workload finished. Bound: cmd.maxWallMs, at most.
 - usage per ClusterQueue class (%): the time integral of the quota the class's ClusterQueues used (upstream from
   their status.flavorsUsage on each update; here each Workload's request over its admitted intervals, as this
-  client saw them), over the sum of their nominal quotas times the span from the first ClusterQueue created to
-  the last Workload finished. Bound: clusterQueueClassesMinUsage, at least.
+  client saw them), over the sum of their nominal quotas times the same span as the wall time (upstream: from each
+  ClusterQueue's first event to its last). Bound: clusterQueueClassesMinUsage, at least.
 - average time to admission per Workload class (ms): from the Workload's first event (upstream the watch's; here
   its creation returning to this client, or the watch's if earlier: the watch alone undercounts a Workload first
   seen admitted, kubernetes-sigs/kueue#11870) to its latest admission (the recorder overwrites it on every
@@ -280,6 +281,7 @@ def run(custom, core, planned):
             break
         log("baseline: %d of %d finished" % (done, len(created)))
         time.sleep(10)
+    timed_out = time.monotonic() >= deadline
     finisher.stop.set()
     pool.shutdown(wait=True, cancel_futures=True)
     cpu_after = kueue_cpu_seconds()
@@ -297,7 +299,7 @@ def run(custom, core, planned):
                 for q in planned["queues"] for _i, ws in q["sets"])
     return dict(result, created=len(created), expected=expected, create_failures=failures[:10],
                 admitted=admitted, finished=finished, lost=expected - finished, evictions_seen=evictions,
-                created_seconds=round(created_seconds, 1), timed_out=time.monotonic() >= deadline,
+                created_seconds=round(created_seconds, 1), timed_out=timed_out,
                 paced_seconds=round(paced, 1),
                 kueue_cpu_seconds=round(cpu_after - cpu_before, 1) if None not in (cpu_before, cpu_after) else None,
                 watch_or_finish_errors=finisher.errors, finish_retries=finisher.retries)
@@ -310,7 +312,7 @@ def main():
     planned = plan(generator)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "kueue_version": version, "config": CONFIG_NAME,
-              "config_dir": os.path.relpath(directory, os.path.dirname(os.path.dirname(os.path.dirname(directory)))),
+              "config_dir": directory[directory.index("kueue@"):] if "kueue@" in directory else directory,
               "cluster_queues": len(planned["queues"]), "cohorts": len({q["cohort"] for q in planned["queues"]}),
               "workloads": sum(ws["count"] * len(ws["workloads"]) for q in planned["queues"] for _i, ws in q["sets"]),
               "rangespec": rangespec}

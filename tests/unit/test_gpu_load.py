@@ -95,10 +95,12 @@ def _torch_python():
 
 def test_the_torch_path_on_the_cpu():
     """The torch code the GPU runs (tensors, the matmul loop, the ballast), on the CPU: backend torch-cpu, the
-    working matrices counted in what is held, and --device cuda still refused without a GPU."""
+    working matrices counted in what is held, and --device cuda still refused without a GPU (CUDA hidden, so that
+    a machine with one runs the same test)."""
     python = _torch_python()
+    env = dict(os.environ, TENANT="team-a", CUDA_VISIBLE_DEVICES="")
     out = subprocess.run([python, SCRIPT, "--seconds", "0.5", "--device", "cpu", "--cpu-memory-mib", "16"],
-                         capture_output=True, text=True, env=dict(os.environ, TENANT="team-a"), check=True, timeout=120)
+                         capture_output=True, text=True, env=env, check=True, timeout=120)
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1, out.stdout
     result = json.loads(lines[0])
@@ -107,8 +109,8 @@ def test_the_torch_path_on_the_cpu():
     assert result["seconds"] >= 0.5 and result["ended"] - result["started"] >= 0.5
     # auto on a machine without CUDA: the same torch path on the CPU.
     auto = subprocess.run([python, SCRIPT, "--seconds", "0.2", "--cpu-memory-mib", "8", "--matrix-size", "64"],
-                          capture_output=True, text=True, check=True, timeout=120)
+                          capture_output=True, text=True, env=env, check=True, timeout=120)
     assert json.loads(auto.stdout.strip().splitlines()[-1])["backend"] == "torch-cpu"
     cuda = subprocess.run([python, SCRIPT, "--device", "cuda", "--seconds", "0.1"],
-                          capture_output=True, text=True, check=False, timeout=120)
+                          capture_output=True, text=True, env=env, check=False, timeout=120)
     assert cuda.returncode == 2 and "PyTorch with CUDA is not available" in cuda.stderr
