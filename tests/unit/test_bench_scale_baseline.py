@@ -3,6 +3,7 @@ its generator makes it, and the test's measures computed as its recorder and che
 (sigs.k8s.io/kueue v0.19.2 test/performance/scheduler: runner/generator/generator.go, runner/recorder/recorder.go,
 checker/checker_test.go)."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -70,6 +71,65 @@ def test_measures_and_bounds():
         ("average time to admission, class small (ms)", 1000, True)]
     nothing = scale_baseline.measures(queues, workloads, 100.0, first_seen, {}, {})
     assert nothing["wall_ms"] is None and all(r["passed"] is None for r in scale_baseline.judge(nothing, RANGESPEC))
+
+
+class FakeWorkloads:
+    """The two calls scale.Finisher's settling makes (get, replace status), on Workloads held here."""
+
+    def __init__(self, workloads):
+        self.workloads = workloads
+        self.replaced = []
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        return copy.deepcopy(self.workloads[(namespace, name)])
+
+    def replace_namespaced_custom_object_status(self, group, version, namespace, plural, name, body):
+        self.replaced.append((name, {c["type"]: c["status"] for c in body["status"]["conditions"]},
+                              "admission" in body["status"]))
+        self.workloads[(namespace, name)] = body
+
+
+def _wl(**conditions):
+    status = {"conditions": [{"type": kind, "status": value} for kind, value in conditions.items()]}
+    if conditions.get("QuotaReserved") == "True":
+        status["admission"] = {"clusterQueue": "cq"}
+    return {"metadata": {"namespace": "ns", "name": "w", "labels": {scale_baseline.BENCH_LABEL + "-runtime": "0"}},
+            "status": status}
+
+
+def test_the_finisher_ends_every_eviction_even_when_a_relist_hid_the_state_between():
+    """As Kueue's perf runner does (runner/controller/controller.go): an evicted Workload loses its reservation
+    (workload.UnsetQuotaReservationWithCondition), a Finished is timed from the latest admission and never written
+    on an evicted one. The second eviction is seen by a relist that never showed the Workload unreserved."""
+    admitted, evicted = _wl(QuotaReserved="True", Admitted="True"), _wl(QuotaReserved="True", Admitted="True", Evicted="True")
+    api = FakeWorkloads({("ns", "w"): evicted})
+    finisher = scale_baseline.Finisher(api, "", True)
+    key = ("ns", "w")
+    finisher.observe(admitted)
+    finisher.observe(evicted)
+    assert finisher.admissions[key] == 1 and len(finisher.intervals[key]) == 1 and key in finisher.unreserving
+    # The finish due for the first admission comes now: the Workload was evicted since, so nothing is written.
+    finisher.settle_one(key, 1)
+    assert api.replaced == []
+    finisher.settle_one(key, 0)
+    assert api.replaced == [("w", {"QuotaReserved": "False", "Admitted": "False", "Evicted": "True"}, False)]
+    assert key not in finisher.unreserving
+    # Kueue admits it again and evicts it again; a relist shows only the second eviction.
+    finisher.due.clear()
+    api.workloads[key] = evicted
+    finisher.observe(evicted)
+    assert [entry[1:] for entry in finisher.due] == [(key, 0)]
+    finisher.settle_one(key, 0)
+    assert len(api.replaced) == 2 and api.replaced[-1][1]["QuotaReserved"] == "False"
+    # Admitted once more and seen: its finish is written, timed from this admission, and the Finished the watch
+    # shows closes its interval.
+    finisher.observe(admitted)
+    assert finisher.admissions[key] == 2 and [entry[1:] for entry in finisher.due][-1] == (key, 2)
+    api.workloads[key] = admitted
+    finisher.settle_one(key, 2)
+    assert api.replaced[-1][1]["Finished"] == "True"
+    finisher.observe(api.workloads[key])
+    assert key in finisher.finished and len(finisher.intervals[key]) == 2
 
 
 def test_the_pinned_kueue_config_is_read_from_the_module():
