@@ -111,7 +111,7 @@ plot:
   returned: always
   type: str
 advice_failed:
-  description: "With O(targets), each failed advice check as C(<policy>: <check>: <detail>); empty otherwise."
+  description: "With O(targets), each failed advice check as C(<policy>: failed \"<check>\": <detail>); empty otherwise."
   returned: always
   type: list
   elements: str
@@ -193,7 +193,7 @@ def main():
     if params["error_bound"] <= 0:
         module.fail_json(msg="error_bound: a fraction of each target above 0, got %s" % params["error_bound"])
     doc = compare_document(policies, now, targets=params["targets"], error_bound=params["error_bound"])
-    failed = ["%s: %s: %s" % (p["name"], c["name"], c["detail"]) for p in doc["policies"]
+    failed = ["%s: failed \"%s\": %s" % (p["name"], c["name"], c["detail"]) for p in doc["policies"]
               for c in (p.get("advice") or {}).get("checks", []) if not c["passed"]]
     paths = dict((k, os.path.join(params["path"], name)) for k, name in
                  (("json", "compare.json"), ("markdown", "compare.md"), ("plot", "waits.png")))

@@ -128,7 +128,7 @@ def test_replay_compare_reports_the_failed_advice(tmp_path, capsys):
     result = run_main(replay_compare, {"path": str(tmp_path / "out"), "targets": TARGETS, "policies": [
         {"name": "advised", "report": str(path), "prediction": prediction}]}, capsys)
     assert not result.get("failed"), result
-    assert result["advice_failed"] == ["advised: the replay met every target: a p95 1.25 h, target 1.00 h"]
+    assert result["advice_failed"] == ['advised: failed "the replay met every target": a p95 1.25 h, target 1.00 h']
     assert "| the replay met every target | FAILED |" in (tmp_path / "out" / "compare.md").read_text()
     bad = run_main(replay_compare, {"path": str(tmp_path / "out"), "targets": TARGETS, "error_bound": 0,
                                     "policies": [{"name": "advised", "report": str(path)}]}, capsys)
