@@ -98,6 +98,11 @@ def plan(generator):
     return {"flavor": flavor, "queues": queues}
 
 
+def workload_count(planned):
+    """How many Workloads the planned queues' workload sets create."""
+    return sum(ws["count"] * len(ws["workloads"]) for q in planned["queues"] for _i, ws in q["sets"])
+
+
 def queue_objects(queue, flavor):
     """ClusterQueue, Namespace and LocalQueue of one planned queue (kueue.x-k8s.io/v1beta2)."""
     labels = {BENCH_LABEL: "baseline", BENCH_LABEL + "-class": queue["className"]}
@@ -270,7 +275,7 @@ def run(custom, core, planned):
     for thread in queue_threads:
         thread.join()
     created_seconds = time.time() - started
-    expected = sum(ws["count"] * len(ws["workloads"]) for q in planned["queues"] for _i, ws in q["sets"])
+    expected = workload_count(planned)
     log("baseline: %d of %d Workloads created in %.1f s (%d failures)"
         % (len(created), expected, created_seconds, len(failures)))
     deadline = time.monotonic() + TIMEOUT
@@ -314,7 +319,7 @@ def main():
               "kueue_version": version, "config": CONFIG_NAME,
               "config_dir": directory[directory.index("kueue@"):] if "kueue@" in directory else directory,
               "cluster_queues": len(planned["queues"]), "cohorts": len({q["cohort"] for q in planned["queues"]}),
-              "workloads": sum(ws["count"] * len(ws["workloads"]) for q in planned["queues"] for _i, ws in q["sets"]),
+              "workloads": workload_count(planned),
               "rangespec": rangespec}
     log("teardown of any earlier %s" % scale.NAME)
     scale.playbook("teardown.yml", os.path.join(scale.RESULTS, "baseline-teardown-before.log"), VARS)

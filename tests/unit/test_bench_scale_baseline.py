@@ -146,6 +146,6 @@ def test_the_pinned_kueue_config_is_read_from_the_module():
     planned = scale_baseline.plan(generator)
     assert directory.endswith(os.path.join("kueue@%s" % version, "test", "performance", "scheduler", "configs", "baseline"))
     assert len(planned["queues"]) == 30 and len({q["cohort"] for q in planned["queues"]}) == 5
-    assert sum(ws["count"] for q in planned["queues"] for _i, ws in q["sets"]) == 15000
+    assert scale_baseline.workload_count(planned) == 15000
     assert set(rangespec) == {"cmd", "clusterQueueClassesMinUsage", "wlClassesMaxAvgTimeToAdmissionMs"}
     assert rangespec["cmd"]["maxWallMs"] > 0 and set(rangespec["wlClassesMaxAvgTimeToAdmissionMs"]) == {"small", "medium", "large"}
