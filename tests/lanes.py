@@ -4,8 +4,9 @@
 
 Each argument is a lane: make targets separated by spaces. A lane stops at its first failing target, as make does;
 the other lanes go on. Every line a target prints is printed with the target's name in front ("[unit] ...") and kept
-whole in results/tests/<target>.log. At the end a table gives each target's exit status and minutes, and the exit
-status is 0 only when every target passed.
+whole in results/tests/<target>.log. At the end a table gives each target's exit status and minutes, then, for each
+failed target, the lines of its log that say why (pytest's short test summary, or the log's last lines): the lanes'
+output is interleaved, and CI keeps only its tail. The exit status is 0 only when every target passed.
 
 Why lanes are safe here (docs/testing.md "Two lanes at once"): the integration files that bring an embedded
 cluster of their own (marked own_cluster) run in one lane, the shared cluster's files in the other, and each
@@ -158,6 +159,22 @@ def clear_what_an_interrupted_run_left(printer):
     return clusters
 
 
+def why_it_failed(path, most=40):
+    """The lines of a failed target's log that say why: pytest's "short test summary info" section (one line per
+    failed or erroring test, with its message) where there is one, else the log's last ``most`` lines."""
+    try:
+        with open(path, errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError as err:
+        return ["(no log: %s)" % err]
+    starts = [i for i, line in enumerate(lines) if "short test summary info" in line]
+    if starts:
+        summary = lines[starts[-1] + 1:]
+        picked = [line for line in summary if line.startswith(("FAILED", "ERROR"))]
+        return (picked or summary)[:most]
+    return lines[-most:]
+
+
 def main(argv):
     lanes_targets = [arg.split() for arg in argv if arg.split()]
     if not lanes_targets:
@@ -220,6 +237,12 @@ def main(argv):
             else:
                 failed = True
                 printer("lanes: %-20s %4s %8s %8s  (lane %d stopped before it)" % (target, "-", "-", "-", number))
+    for lane in lanes:
+        for target, rc, _start, _seconds in lane.results:
+            if rc != 0:
+                printer("lanes: why %s failed (rc %d):" % (target, rc))
+                for line in why_it_failed(os.path.join(LOGS, target + ".log")):
+                    printer("lanes:   %s" % line)
     printer("lanes: %.1f minutes in all; %s" % (wall / 60, "every target passed" if not failed else "FAILED"))
     return 1 if failed or stopping else 0
 

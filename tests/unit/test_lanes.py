@@ -70,3 +70,23 @@ def test_the_clusters_are_read_from_kwokctls_command_lines(lanes):
     kueue = "/root/.cache/fairgpu/kueue-v0.19.2/bin/kueue --config=/root/.local/share/fairgpu/kueue/fairgpu-it/config.yaml"
     found = set(m.groups() for cmdline in (etcd, kueue) for m in lanes.CLUSTER_DIR.finditer(cmdline))
     assert found == {("/root/.local/share/fairgpu", "fairgpu-it")}
+
+
+def test_a_failed_targets_summary_is_picked_from_its_log(lanes, tmp_path):
+    log = tmp_path / "integration-shared.log"
+    log.write_text("tests/integration/test_10_cluster.py::test_a PASSED\n"
+                   "=========================== short test summary info ============================\n"
+                   "FAILED tests/integration/test_45_faults.py::test_killed - AssertionError: 3 Jobs lost\n"
+                   "ERROR tests/integration/test_60_isolation.py::test_b - TimeoutError\n"
+                   "============ 1 failed, 80 passed, 1 error in 2900.00s (0:48:20) ============\n"
+                   "make: *** [Makefile:124: integration-shared] Error 1\n")
+    assert lanes.why_it_failed(str(log)) == [
+        "FAILED tests/integration/test_45_faults.py::test_killed - AssertionError: 3 Jobs lost",
+        "ERROR tests/integration/test_60_isolation.py::test_b - TimeoutError"]
+
+
+def test_a_log_without_a_summary_gives_its_last_lines(lanes, tmp_path):
+    log = tmp_path / "lint.log"
+    log.write_text("".join("line %d\n" % n for n in range(100)))
+    assert lanes.why_it_failed(str(log), most=3) == ["line 97", "line 98", "line 99"]
+    assert lanes.why_it_failed(str(tmp_path / "absent.log"))[0].startswith("(no log: ")
