@@ -195,10 +195,8 @@ def halve_the_nominal_quota(api, name):
     return before
 
 
-# About 3 minutes that make test's lanes do not have (docs/testing.md "How long it takes"): make test shows the same
-# check refusing broken promises through the model (tests/unit/test_replay_fairness.py); make test-replay runs this.
-@pytest.mark.skipif(os.environ.get("FAIRGPU_MAKE_TEST") is not None,
-                    reason="make test-replay runs it; make test shows the refusal through the model")
+# About 3 minutes of make test (docs/testing.md "How long it takes"); the unit tests show the same check refusing
+# other broken promises through the model (tests/unit/test_replay_fairness.py).
 def test_the_share_check_refuses_a_cluster_that_breaks_the_promise(replayed):
     # Issue 28: a bound a wrong configuration fails. The declared quotas (inventory) are judged against what the
     # edited cluster did: tenant-0 holds about half its promise under contention, and the report fails naming it,
