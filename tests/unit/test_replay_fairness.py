@@ -180,6 +180,30 @@ def test_node_sized_workloads_pass_as_declared_and_fail_when_the_promise_is_brok
         assert not modelled_share(configured, seed)["passed"], configured
 
 
+def test_gpus_another_tenant_cannot_fill_may_be_lent_above_the_reference():
+    # a guaranteed 10 of 16 GPUs, b 6 (fair sharing). b holds 2 and waits for an 8-GPU Job that does not fit the 4
+    # left of its share; a, asking for more, holds 14. Kueue admits what fits (BestEffortFIFO): the 4 GPUs b cannot
+    # use go to a. a is 4 above its reference of 10, beyond its tolerance of 2, but within it plus the 4 spare; b is
+    # 4 below its reference of 6, the fragment its whole Workloads cannot fill. Seen in make replay-advise on
+    # 2026-12-07 (tenant-0 held 11.34 GPUs against 9.27 +- 1.95 while tenant-2's 8-GPU Job waited).
+    quotas = {"a": {"gpus": 10}, "b": {"gpus": 6}}
+    steps = [(0, {"a": {"held": 14, "wanted": 20, "sizes": [2] * 10},
+                  "b": {"held": 2, "wanted": 10, "sizes": [2, 8]}}), (10, {})]
+    check = report.share_check(steps, 16, quotas)
+    assert check["tenants"]["b"]["fragment"] == 4 and check["tenants"]["a"]["spare"] == 4
+    assert check["passed"], check["detail"]
+    # The same GPUs taken from a b that could have used them (2-GPU Jobs fill its share): no spare, both fail.
+    fillable = [(0, {"a": {"held": 14, "wanted": 20, "sizes": [2] * 10},
+                     "b": {"held": 2, "wanted": 10, "sizes": [2] * 5}}), (10, {})]
+    check = report.share_check(fillable, 16, quotas)
+    assert check["tenants"]["a"]["spare"] == 0 and not check["passed"]
+    assert "a held 14.00 GPUs, reference 10.00 +- 2;" in check["detail"] and "b held 2.00" in check["detail"]
+    # The spare is at most what the tenant asked beyond its reference: a asking 12 may be lent 2 of b's 4.
+    asked = [(0, {"a": {"held": 11, "wanted": 12, "sizes": [1] * 12},
+                  "b": {"held": 2, "wanted": 10, "sizes": [2, 8]}}), (10, {})]
+    assert report.share_check(asked, 16, quotas)["tenants"]["a"]["spare"] == 2
+
+
 def test_whole_workloads_fill_what_they_can():
     assert fairness.best_fill([8, 8], 6) == 0 and fairness.best_fill([8, 2, 1, 1], 6.5) == 4
     assert fairness.best_fill([3, 5], 8) == 8 and fairness.best_fill([], 4) == 0 and fairness.best_fill([1], 0) == 0

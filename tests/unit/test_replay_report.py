@@ -87,7 +87,8 @@ def test_share_check_against_the_fair_reference():
     steps = [(0, {"a": {"held": 8, "wanted": 12}, "b": {"held": 0, "wanted": 8}}), (10, {})]
     check = report.share_check(steps, 8, quotas)
     assert check["contended_seconds"] == 10 and check["passed"] is False
-    assert check["tenants"]["a"] == {"held": 8, "reference": 4, "fragment": 0, "tolerance": 1, "passed": False}
+    assert check["tenants"]["a"] == {"held": 8, "reference": 4, "fragment": 0, "spare": 0, "tolerance": 1,
+                                        "passed": False}
     assert "a held 8.00 GPUs, reference 4.00 +- 1" in check["detail"] and "b held 0.00" in check["detail"]
     steps = [(0, {"a": {"held": 4, "wanted": 12}, "b": {"held": 4, "wanted": 8}}), (10, {})]
     assert report.share_check(steps, 8, quotas)["passed"] is True

@@ -180,21 +180,24 @@ def lost_jobs(jobs, facts):
 
 def share_check(steps, capacity, quotas, fair_sharing=True):
     """``fairness.contention_shares`` of the steps against ``fairness.fair_reference`` of the tenants' ``quotas``,
-    and per tenant whether its mean contended share is within ``fairness.share_tolerance`` of its mean reference.
-    Without ``fair_sharing`` the reference is the guarantee part alone and only a share below it fails (Kueue then
-    lends first come, first served). Returns ``{"contended_seconds", "fair_sharing", "tenants": {tenant: {"held",
-    "reference", "fragment", "tolerance", "passed"}}, "passed", "detail"}``; ``detail`` names each tenant outside
-    its tolerance."""
+    and per tenant whether its mean contended share is within ``fairness.share_tolerance`` of its mean reference;
+    above it, also the tenant's mean ``spare`` (the GPUs other tenants were promised and their whole Workloads
+    could not fill, which Kueue lends to a Workload that fits them). Without ``fair_sharing`` the reference is the
+    guarantee part alone and only a share below it fails (Kueue then lends first come, first served). Returns
+    ``{"contended_seconds", "fair_sharing", "tenants": {tenant: {"held", "reference", "fragment", "spare",
+    "tolerance", "passed"}}, "passed", "detail"}`` (GPUs); ``detail`` names each tenant outside its tolerance."""
     shares = fairness.contention_shares(steps, capacity, quotas, fair_sharing)
     checks = {}
     for tenant in sorted(set(shares["held"]) | set(shares["reference"])):
         held, reference = shares["held"].get(tenant, 0.0), shares["reference"].get(tenant, 0.0)
-        fragment = shares["fragment"].get(tenant, 0.0)
+        fragment, spare = shares["fragment"].get(tenant, 0.0), shares["spare"].get(tenant, 0.0)
         tolerance = fairness.share_tolerance(reference, fragment)
-        within = abs(held - reference) <= tolerance if fair_sharing else held >= reference - tolerance
+        above = not fair_sharing or held - reference <= tolerance + spare
         checks[tenant] = {"held": round(held, 3), "reference": round(reference, 3), "fragment": round(fragment, 3),
-                          "tolerance": tolerance, "passed": within}
-    off = ["%s held %.2f GPUs, reference %.2f +- %g" % (t, c["held"], c["reference"], c["tolerance"])
+                          "spare": round(spare, 3), "tolerance": tolerance,
+                          "passed": held >= reference - tolerance and above}
+    off = ["%s held %.2f GPUs, reference %.2f +- %g%s" % (t, c["held"], c["reference"], c["tolerance"],
+                                                          " (+ %g spare)" % c["spare"] if c["spare"] else "")
            for t, c in sorted(checks.items()) if not c["passed"]]
     detail = "%s s of contention" % round(shares["seconds"], 3) + ("; " + "; ".join(off) if off else "")
     return {"contended_seconds": round(shares["seconds"], 3), "fair_sharing": fair_sharing, "tenants": checks,
@@ -414,13 +417,16 @@ def replay_markdown(doc):
         lines.append("| %s | %d | %s / %s / %s | %s / %s / %s | %s / %s | %d | %d | %s | %s | %s |" % (
             tenant, f["workloads"], _cell(x["p50"]), _cell(x["p95"]), _cell(x["max"]), _cell(x["trace_p50"]),
             _cell(x["trace_p95"]), _cell(x["trace_max"]), f["gpu_hours"], f["trace_gpu_hours"],
-            f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("reference"), share.get("tolerance")))
+            f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("reference"),
+            "%s (+ %s spare above)" % (share.get("tolerance"), share["spare"]) if share.get("spare") else share.get("tolerance")))
     lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
               "tenants had pending work (%s s), against Kueue's promise at each moment (the reference: what it "
               "asks up to its nominal quota, then%s the cohort's unused lendable quota by weight within its "
               "borrowing limit; a Workload no quota could admit is not asked); the tolerance is the larger of %g "
-              "GPU and %g %% of the reference, plus the part of it the tenant's whole Workloads could not fill." % (
+              "GPU and %g %% of the reference, plus the part of it the tenant's whole Workloads could not fill; "
+              "above the reference also the spare: whole GPUs the other tenants' references left unfilled, which "
+              "Kueue lends to a Workload that fits them." % (
                   doc["share"]["contended_seconds"], "" if doc["share"].get("fair_sharing", True) else
                   " (fair sharing off: not promised, not judged)", fairness.SHARE_TOLERANCE_GPUS,
                   100 * fairness.SHARE_TOLERANCE_FRACTION), ""]
