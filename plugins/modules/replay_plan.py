@@ -70,6 +70,11 @@ options:
     description: Prefix of the Jobs' names.
     type: str
     default: replay
+  node_list:
+    description:
+      - The trace's node list CSV (C(openb_node_list_gpu_node.csv) of the same release), for how loaded the trace's
+        own cluster was in the window and how long its tasks waited there (RV(trace_cluster)); omitted, not reported.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -113,6 +118,15 @@ scaling:
   description: The scaling to the load factor (factor, trace and scaled mean demand, achieved load, capped, peak_demand).
   returned: always
   type: dict
+trace_cluster:
+  description:
+    - The trace's own cluster in the window, with O(node_list); null without it.
+    - C(nodes) and C(gpus) of the node list; C(mean_demand), the mean GPUs the trace's tasks held over the window
+      (those submitted before it and still running included); C(load), C(mean_demand) / C(gpus); C(waits), C(count),
+      C(p50), C(p95) and C(max) of the window's tasks' waits on that cluster, creation to scheduling, in trace seconds.
+    - A replay at a load factor far above C(load) measures the overload it was given, not the trace's cluster.
+  returned: always
+  type: dict
 """
 
 import csv
@@ -139,6 +153,7 @@ def main():
             floor=dict(type="int", required=True),
             load_factor=dict(type="float", required=True),
             prefix=dict(type="str", default="replay"),
+            node_list=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -148,11 +163,18 @@ def main():
             rows = list(csv.DictReader(handle))
     except (IOError, OSError) as exc:
         module.fail_json(msg="replay_trace_dir: cannot read %s: %s" % (params["path"], exc))
+    node_rows = None
+    if params["node_list"]:
+        try:
+            with open(params["node_list"]) as handle:
+                node_rows = list(csv.DictReader(handle))
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="node_list: cannot read %s: %s" % (params["node_list"], exc))
     try:
         result = plan(rows, params["queues"], params["capacity"], params["largest"], params["window_seconds"],
                       params["compression"], params["floor"], params["load_factor"], tenants=params["tenants"],
                       tenant_column=params["tenant_column"], window_start=params["window_start"],
-                      prefix=params["prefix"], max_tasks=params["max_tasks"])
+                      prefix=params["prefix"], max_tasks=params["max_tasks"], node_rows=node_rows)
     except (ScheduleError, TraceError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **dict((k, v) for k, v in result.items() if k not in ("capacity", "largest")))

@@ -6,6 +6,8 @@ import csv
 import json
 import os
 
+import pytest
+
 from ansible_collections.fairgpu.tenancy.plugins.modules import replay_plan, replay_report
 from module_main import run_main
 from test_replay_report import JOBS, WORKLOADS, event, UID_A
@@ -35,6 +37,21 @@ def test_replay_plan_reads_the_trace_and_plans_jobs(tmp_path, capsys):
     assert not result["changed"] and result["window"]["tasks"] == len(result["jobs"]) > 0
     assert set(j["tenant"] for j in result["jobs"]) <= set(QUEUES)
     assert all(j["seconds"] >= 30 and j["name"].startswith("t-") for j in result["jobs"])
+    assert result["trace_cluster"] is None
+
+
+def test_replay_plan_reports_the_trace_clusters_own_load_from_its_node_list(tmp_path, capsys):
+    nodes = tmp_path / "openb_node_list_gpu_node.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,262144,8,V100M32\nn-1,64000,262144,8,G2\n")
+    args = {"path": trace(tmp_path), "queues": QUEUES, "capacity": 8, "largest": 8, "tenants": 2,
+            "window_seconds": 7200, "compression": 60, "floor": 30, "load_factor": 1.0, "node_list": str(nodes)}
+    result = run_main(replay_plan, args, capsys)
+    own = result["trace_cluster"]
+    # Tasks of 1 or 2 GPUs, one every 600 s, each running 7,195 s after waiting 5 s: the busiest 7,200 s hold 11.
+    assert (own["nodes"], own["gpus"], own["waits"]) == (2, 16, {"count": 11, "p50": 5, "p95": 5, "max": 5}), own
+    assert own["load"] == pytest.approx(own["mean_demand"] / 16, abs=1e-4) and 0 < own["mean_demand"] < 18
+    missing = run_main(replay_plan, dict(args, node_list=str(tmp_path / "none.csv")), capsys)
+    assert missing["failed"] and missing["msg"].startswith("node_list: cannot read")
 
 
 def test_replay_plan_names_the_setting_when_the_trace_is_missing(tmp_path, capsys):

@@ -88,7 +88,7 @@ def test_share_check_against_the_fair_reference():
     check = report.share_check(steps, 8, quotas)
     assert check["contended_seconds"] == 10 and check["passed"] is False
     assert check["tenants"]["a"] == {"held": 8, "reference": 4, "fragment": 0, "spare": 0, "tolerance": 1,
-                                        "passed": False}
+                                     "passed": False}
     assert "a held 8.00 GPUs, reference 4.00 +- 1" in check["detail"] and "b held 0.00" in check["detail"]
     steps = [(0, {"a": {"held": 4, "wanted": 12}, "b": {"held": 4, "wanted": 8}}), (10, {})]
     assert report.share_check(steps, 8, quotas)["passed"] is True
@@ -115,6 +115,12 @@ def test_document_and_markdown():
     page = report.replay_markdown(doc)
     assert "| dropped: CPU-only | 1 |" in page and "by hash into 2" in page
     assert "| b | 2 | 1 / 21 / 21 | 60 / 1260 / 1260 |" in page, page
+    assert doc["trace_cluster"] is None and "trace's own cluster" not in page
+    own = {"nodes": 1213, "gpus": 6212, "mean_demand": 46.945, "load": 0.00756,
+           "waits": {"count": 94, "p50": 1, "p95": 104, "max": 1431}}
+    page = report.replay_markdown(dict(doc, trace_cluster=own))
+    assert ("6212 GPUs on 1213 nodes, 46.945 GPUs held on average in this window (0.76 % of them, a load of 0.00756 "
+            "against this replay's 1.3); its tasks waited p50 1 / p95 104 / max 1431 trace seconds") in page, page
     series = report.held_series(doc["timeline"])
     assert series["a"][1][:2] == [0, 4]
 

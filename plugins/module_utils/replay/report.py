@@ -356,6 +356,7 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
     return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
             "capacity": plan["capacity"], "window": plan["window"], "compression": plan["compression"],
             "scaling": plan["scaling"], "adapter": plan["adapter"], "assignment": plan["assignment"],
+            "trace_cluster": plan.get("trace_cluster"),
             "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
                            "lateness": submitted.get("lateness")},
             "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
@@ -401,8 +402,17 @@ def replay_markdown(doc):
                   (doc["submission"]["lateness"] or {}).get("max"), (doc["submission"]["lateness"] or {}).get("mean")),
               "- GPUs idle while work was pending: %s GPU-seconds (%s of capacity x time, an upper bound); the most "
               "evictions of one Workload: %s." % (doc["idle_while_pending"]["gpu_seconds"],
-                                                  doc["idle_while_pending"]["share"], doc["most_evictions"]),
-              "", "### What the trace adapter decided", "", "| decision | tasks |", "|---|---|"]
+                                                  doc["idle_while_pending"]["share"], doc["most_evictions"])]
+    own = doc.get("trace_cluster")
+    if own:
+        waits = own["waits"]
+        lines.append("- The trace's own cluster (its node list): %d GPUs on %d nodes, %g GPUs held on average in this "
+                     "window (%.2f %% of them, a load of %g against this replay's %g); its tasks waited p50 %s / p95 %s "
+                     "/ max %s trace seconds there. The replay's waits measure the load it was given, not the trace's "
+                     "cluster." % (own["gpus"], own["nodes"], own["mean_demand"], 100.0 * (own["load"] or 0),
+                                   own["load"], doc["scaling"]["load_factor"], waits["p50"], waits["p95"],
+                                   waits["max"]))
+    lines += ["", "### What the trace adapter decided", "", "| decision | tasks |", "|---|---|"]
     a = doc["adapter"]
     for key, text in (("rows", "rows read"), ("no_gpu", "dropped: CPU-only"), ("never_scheduled", "dropped: never scheduled"),
                       ("failed_kept", "kept: ended Failed"), ("fractional_rounded_up", "fractional GPU rounded up to 1"),

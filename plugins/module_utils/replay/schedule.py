@@ -139,13 +139,15 @@ MIN_RUN_FLOOR = 2 * POD_START_STOP_SECONDS
 
 
 def plan(rows, queues, capacity, largest, window_seconds, compression, floor, load_factor, tenants=0,
-         tenant_column=None, window_start=None, prefix="replay", max_tasks=0):
+         tenant_column=None, window_start=None, prefix="replay", max_tasks=0, node_rows=None):
     """The whole replay from the trace's rows: ``trace.alibaba_v2023``, tenants by column or hash, the window
     (``window_start`` seconds into the trace, or the busiest ``window_seconds`` when None), GPUs scaled to
     ``load_factor`` x ``capacity`` (``scale_to_load``), time divided by ``compression`` with run times of at least
     ``floor`` wall seconds, and the Jobs (``submissions``). ``max_tasks`` > 0 keeps the window's first N tasks.
+    ``node_rows``: the trace's node list (``trace.alibaba_v2023_nodes``), for how loaded the trace's own cluster was
+    in the window and how long its tasks waited there (``trace.own_cluster_load``).
     Returns ``{"jobs", "adapter" (the trace's decision counts), "assignment", "window", "compression", "scaling",
-    "capacity", "weights"...}``. Raises ScheduleError / trace.TraceError naming the setting at fault."""
+    "trace_cluster" (None without ``node_rows``), "capacity", "weights"...}``. Raises ScheduleError / trace.TraceError naming the setting at fault."""
     if floor < MIN_RUN_FLOOR:
         raise ScheduleError("replay_run_floor: %r s is not well above the embedded cluster's pod start and stop "
                             "delays (up to %d s); give at least %d" % (floor, POD_START_STOP_SECONDS, MIN_RUN_FLOOR))
@@ -178,6 +180,10 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
                                        / float(capacity), 3)
     scaling["peak_demand"] = replay_trace.peak_demand(scaled)
     jobs = submissions(scaled, queues, prefix)
+    own = None
+    if node_rows is not None:
+        own = replay_trace.own_cluster_load(tasks, replay_trace.alibaba_v2023_nodes(node_rows), window_start, length,
+                                            windowed)
     by_tenant = {}
     for job in jobs:
         entry = by_tenant.setdefault(job["tenant"], {"jobs": 0, "gpu_seconds": 0, "largest_task": 0})
@@ -188,7 +194,7 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
             "window": {"start": window_start, "seconds": window_seconds, "chosen": chosen, "tasks": len(jobs),
                        "cut_to_max_tasks": cut, "busiest_mean_gpus": None if busy is None else round(busy, 3),
                        "wall_seconds": wall_length},
-            "compression": squeeze, "scaling": scaling, "capacity": capacity, "largest": largest}
+            "compression": squeeze, "scaling": scaling, "trace_cluster": own, "capacity": capacity, "largest": largest}
 
 
 def tenant_queues(tenants, suffix):

@@ -29,6 +29,8 @@ __metaclass__ = type
 
 import hashlib
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay.fairness import percentile
+
 ALIBABA_V2023_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
                          "creation_time", "deletion_time", "scheduled_time")
 
@@ -79,6 +81,39 @@ def alibaba_v2023(rows):
                       "tenant": None, "phase": row["pod_phase"], "qos": row["qos"]})
     facts.update(rows=len(rows), tasks=len(tasks), trace_end=trace_end)
     return tasks, facts
+
+
+ALIBABA_V2023_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+
+def alibaba_v2023_nodes(rows):
+    """The trace's own cluster from the rows of ``openb_node_list_gpu_node.csv`` (``sn, cpu_milli, memory_mib, gpu,
+    model``; 1,213 GPU nodes with 6,212 GPUs in the published file): ``{"nodes", "gpus", "models": {model: GPUs}}``.
+    Raises TraceError for a missing column or a bad number."""
+    rows = list(rows)
+    if rows:
+        missing = [column for column in ALIBABA_V2023_NODE_COLUMNS if column not in rows[0]]
+        if missing:
+            raise TraceError("not the Alibaba v2023 node list: no column %s; it has %s"
+                             % (", ".join(missing), ", ".join(sorted(rows[0]))))
+    models = {}
+    for number, row in enumerate(rows, 2):
+        models[row["model"]] = models.get(row["model"], 0) + _int(row, "gpu", number)
+    return {"nodes": len(rows), "gpus": sum(models.values()), "models": models}
+
+
+def own_cluster_load(tasks, nodes, start, length, windowed):
+    """How the trace's own cluster fared in the window [start, start + length): ``{"nodes", "gpus" (its GPUs,
+    ``alibaba_v2023_nodes``), "mean_demand" (mean GPUs its tasks held over the window, those submitted before it and
+    still running included), "load" (mean_demand / gpus), "waits": {"count", "p50", "p95", "max"}}`` (trace
+    seconds from creation to scheduling of the ``windowed`` tasks, as ``window`` shifted them). A replay at a load
+    factor far above ``load`` measures the overload it was given, not the trace's cluster."""
+    mean = mean_demand(demand_steps(tasks), start, length)
+    waits = [t["start"] - t["submit"] for t in windowed if t.get("start") is not None]
+    return {"nodes": nodes["nodes"], "gpus": nodes["gpus"], "mean_demand": round(mean, 3),
+            "load": round(mean / nodes["gpus"], 5) if nodes["gpus"] else None,
+            "waits": {"count": len(waits), "p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
+                      "max": percentile(waits, 1.0)}}
 
 
 def assign_tenants(tasks, column=None, tenants=0):
