@@ -46,17 +46,22 @@ def _int(row, column, number):
         raise TraceError("row %d: column %s is %r, not a whole number" % (number, column, row.get(column)))
 
 
+def _rows(rows, columns, what):
+    """``rows`` as a list, once the first has every one of ``columns``; TraceError naming ``what`` otherwise."""
+    rows = list(rows)
+    missing = [column for column in columns if column not in rows[0]] if rows else []
+    if missing:
+        raise TraceError("not the Alibaba v2023 %s: no column %s; it has %s"
+                         % (what, ", ".join(missing), ", ".join(sorted(rows[0]))))
+    return rows
+
+
 def alibaba_v2023(rows):
     """``(tasks, facts)`` from the rows of ``openb_pod_list_default.csv`` (dicts, as ``csv.DictReader`` gives them):
     the kept tasks in fairgpu's form (``tenant`` None; ``phase`` the trace's), and ``{"rows", "no_gpu",
     "never_scheduled", "failed_kept", "fractional_rounded_up", "cut_at_end", "gpu_spec_empty", "tasks",
     "trace_end"}`` (counts; ``trace_end`` in seconds). Raises TraceError for a missing column or a bad number."""
-    rows = list(rows)
-    if rows:
-        missing = [column for column in ALIBABA_V2023_COLUMNS if column not in rows[0]]
-        if missing:
-            raise TraceError("not the Alibaba v2023 pod list: no column %s; it has %s"
-                             % (", ".join(missing), ", ".join(sorted(rows[0]))))
+    rows = _rows(rows, ALIBABA_V2023_COLUMNS, "pod list")
     trace_end = max([_int(row, "deletion_time", n) for n, row in enumerate(rows, 2)] or [0])
     facts = dict.fromkeys(("no_gpu", "never_scheduled", "failed_kept", "fractional_rounded_up", "cut_at_end",
                            "gpu_spec_empty"), 0)
@@ -90,12 +95,7 @@ def alibaba_v2023_nodes(rows):
     """The trace's own cluster from the rows of ``openb_node_list_gpu_node.csv`` (``sn, cpu_milli, memory_mib, gpu,
     model``; 1,213 GPU nodes with 6,212 GPUs in the published file): ``{"nodes", "gpus", "models": {model: GPUs}}``.
     Raises TraceError for a missing column or a bad number."""
-    rows = list(rows)
-    if rows:
-        missing = [column for column in ALIBABA_V2023_NODE_COLUMNS if column not in rows[0]]
-        if missing:
-            raise TraceError("not the Alibaba v2023 node list: no column %s; it has %s"
-                             % (", ".join(missing), ", ".join(sorted(rows[0]))))
+    rows = _rows(rows, ALIBABA_V2023_NODE_COLUMNS, "node list")
     models = {}
     for number, row in enumerate(rows, 2):
         models[row["model"]] = models.get(row["model"], 0) + _int(row, "gpu", number)
