@@ -75,6 +75,7 @@ options:
       - The trace's node list CSV (C(openb_node_list_gpu_node.csv) of the same release), for how loaded the trace's
         own cluster was in the window and how long its tasks waited there (RV(trace_cluster)); omitted, not reported.
     type: path
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""
@@ -122,8 +123,10 @@ trace_cluster:
   description:
     - The trace's own cluster in the window, with O(node_list); null without it.
     - C(nodes) and C(gpus) of the node list; C(mean_demand), the mean GPUs the trace's tasks held over the window
-      (those submitted before it and still running included); C(load), C(mean_demand) / C(gpus); C(waits), C(count),
-      C(p50), C(p95) and C(max) of the window's tasks' waits on that cluster, creation to scheduling, in trace seconds.
+      (those submitted before it and still running included; a fractional request counted as a whole GPU, so at
+      most what they held); C(load), C(mean_demand) / C(gpus), null without GPUs; C(waits), C(count), C(p50), C(p95)
+      and C(max) of the waits, creation to scheduling in trace seconds, of the tasks created in the window, and
+      C(never_scheduled), how many of them were never scheduled (no wait to rank).
     - A replay at a load factor far above C(load) measures the overload it was given, not the trace's cluster.
   returned: always
   type: dict

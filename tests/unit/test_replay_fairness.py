@@ -202,6 +202,35 @@ def test_gpus_another_tenant_cannot_fill_may_be_lent_above_the_reference():
     asked = [(0, {"a": {"held": 11, "wanted": 12, "sizes": [1] * 12},
                   "b": {"held": 2, "wanted": 10, "sizes": [2, 8]}}), (10, {})]
     assert report.share_check(asked, 16, quotas)["tenants"]["a"]["spare"] == 2
+    # Lent only as the promise lends: not to a tenant that may not borrow, not from one that may not lend.
+    for limited in (dict(quotas, a={"gpus": 10, "borrowing_limit": 0}), dict(quotas, b={"gpus": 6, "lending_limit": 0})):
+        check = report.share_check(steps, 16, limited)
+        assert check["tenants"]["a"]["spare"] == 0 and not check["tenants"]["a"]["passed"], limited
+    # GPUs the other tenant holds are not spare: b holds an 8-GPU Workload it borrowed earlier, above its share of 6.
+    holding = [(0, {"a": {"held": 8, "wanted": 20, "sizes": [2] * 10},
+                    "b": {"held": 8, "wanted": 16, "sizes": [8, 8]}}), (10, {})]
+    assert report.share_check(holding, 16, quotas)["tenants"]["a"]["spare"] == 0
+
+
+def test_the_spare_is_shared_by_weight_once():
+    # a, b and c guaranteed 8 of 24 GPUs each. c's one Workload asks 12 GPUs: its 8 stand idle. a and b, asking more,
+    # may have 4 of them each (weights 1/1): a holding 16 and b 8, as a weight of 0.1 on b would make it, fails a
+    # (8 above its reference of 8, tolerance 1.6 + spare 4) and names it; 12 each passes.
+    quotas = {"a": {"gpus": 8}, "b": {"gpus": 8}, "c": {"gpus": 8}}
+    c = {"held": 0, "wanted": 12, "sizes": [12]}
+    unfair = [(0, {"a": {"held": 16, "wanted": 24, "sizes": [1] * 24}, "b": {"held": 8, "wanted": 24, "sizes": [1] * 24},
+                   "c": c}), (10, {})]
+    check = report.share_check(unfair, 24, quotas)
+    assert check["tenants"]["a"]["spare"] == 4 and check["tenants"]["b"]["spare"] == 4
+    assert not check["tenants"]["a"]["passed"] and check["tenants"]["c"]["passed"]
+    assert "a held 16.00 GPUs, reference 8.00 +- 1.6 (+ 4 spare above)" in check["detail"], check["detail"]
+    even = [(0, {"a": {"held": 12, "wanted": 24, "sizes": [1] * 24}, "b": {"held": 12, "wanted": 24, "sizes": [1] * 24},
+                 "c": c}), (10, {})]
+    assert report.share_check(even, 24, quotas)["passed"]
+    # With weights 3/1 the idle 8 go 6 to a and 2 to b.
+    weighted = dict(quotas, a={"gpus": 8, "weight": 3})
+    spares = report.share_check(unfair, 24, weighted)["tenants"]
+    assert (spares["a"]["spare"], spares["b"]["spare"]) == (6, 2)
 
 
 def test_whole_workloads_fill_what_they_can():

@@ -117,10 +117,13 @@ def test_document_and_markdown():
     assert "| b | 2 | 1 / 21 / 21 | 60 / 1260 / 1260 |" in page, page
     assert doc["trace_cluster"] is None and "trace's own cluster" not in page
     own = {"nodes": 1213, "gpus": 6212, "mean_demand": 46.945, "load": 0.00756,
-           "waits": {"count": 94, "p50": 1, "p95": 104, "max": 1431}}
+           "waits": {"count": 94, "p50": 1, "p95": 104, "max": 1431, "never_scheduled": 1}}
     page = report.replay_markdown(dict(doc, trace_cluster=own))
-    assert ("6212 GPUs on 1213 nodes, 46.945 GPUs held on average in this window (0.76 % of them, a load of 0.00756 "
-            "against this replay's 1.3); its tasks waited p50 1 / p95 104 / max 1431 trace seconds") in page, page
+    assert ("6212 GPUs on 1213 nodes, at most 46.945 GPUs held on average in this window (a load of 0.00756 against "
+            "this replay's 1.3); the tasks created in the window waited p50 1 / p95 104 / max 1431 trace seconds "
+            "there, 1 never scheduled") in page, page
+    empty = dict(own, gpus=0, load=None, waits={"count": 0, "p50": None, "p95": None, "max": None, "never_scheduled": 0})
+    assert "a load of None" in report.replay_markdown(dict(doc, trace_cluster=empty))
     series = report.held_series(doc["timeline"])
     assert series["a"][1][:2] == [0, 4]
 

@@ -105,14 +105,19 @@ def test_the_trace_clusters_own_load_and_waits():
                                        {"sn": "n-1", "cpu_milli": "64000", "memory_mib": "262144", "gpu": "2",
                                         "model": "P100"}])
     assert nodes == {"nodes": 2, "gpus": 10, "models": {"V100M32": 8, "P100": 2}}
-    # One task ran since before the window (4 GPUs throughout), one submitted in it waited 30 s for 2 GPUs.
-    tasks, _facts = trace.alibaba_v2023([row("old", gpus=4, created=0, scheduled="0", deleted=1000),
-                                         row("new", gpus=2, created=100, scheduled="130", deleted=200),
-                                         row("x", gpus=1, created=0, scheduled="0", deleted=1001)])
-    windowed = trace.window(tasks, 100, 100)
-    own = trace.own_cluster_load(tasks, nodes, 100, 100, windowed)
+    # One task ran since before the window (4 GPUs throughout), one created in it waited 30 s for 2 GPUs, one waited
+    # past the window's end (its wait still counts), one was never scheduled (counted apart).
+    rows = [row("old", gpus=4, created=0, scheduled="0", deleted=1000),
+            row("new", gpus=2, created=100, scheduled="130", deleted=200),
+            row("late", gpus=1, created=150, scheduled="450", deleted=500),
+            row("never", gpus=1, created=160, scheduled="", deleted=900, phase="Pending"),
+            row("x", gpus=1, created=0, scheduled="0", deleted=1001)]
+    tasks, _facts = trace.alibaba_v2023(rows)
+    assert trace.never_scheduled(rows, 100, 100) == 1 and trace.never_scheduled(rows, 0, 100) == 0
+    own = trace.own_cluster_load(tasks, nodes, 100, 100, trace.never_scheduled(rows, 100, 100))
     assert own == {"nodes": 2, "gpus": 10, "mean_demand": 6.4, "load": 0.64,
-                   "waits": {"count": 1, "p50": 30, "p95": 30, "max": 30}}
+                   "waits": {"count": 2, "p50": 30, "p95": 300, "max": 300, "never_scheduled": 1}}
+    assert trace.own_cluster_load([], trace.alibaba_v2023_nodes([]), 0, 10)["load"] is None
     with pytest.raises(trace.TraceError, match="not the Alibaba v2023 node list: no column gpu"):
         trace.alibaba_v2023_nodes([{"sn": "n-0", "cpu_milli": "1", "memory_mib": "1", "model": "T4"}])
 
@@ -122,14 +127,17 @@ def test_the_trace_clusters_own_load_and_waits():
 def test_the_real_trace_ran_its_cluster_almost_idle():
     """The published pod list is made for a scheduler simulator that inflates it (alibaba/clusterdata
     cluster-trace-gpu-v2023/README.md): over its busiest six hours its tasks held 47 of the node list's 6,212 GPUs
-    on average (0.76 %), and the window's 94 tasks waited 1 s at the median. A replay loading 16 GPUs 1.3 times
-    measures that overload, not this cluster."""
+    on average (0.76 %; fractional requests counted whole), and the 94 GPU tasks created there and scheduled waited
+    1 s at the median (one more was never scheduled). A replay loading 16 GPUs 1.3 times measures that overload,
+    not this cluster."""
     with open(POD_LIST) as handle:
         tasks, _facts = trace.alibaba_v2023(csv.DictReader(handle))
     with open(NODE_LIST) as handle:
         nodes = trace.alibaba_v2023_nodes(csv.DictReader(handle))
     assert (nodes["nodes"], nodes["gpus"]) == (1213, 6212)
+    with open(POD_LIST) as handle:
+        rows = list(csv.DictReader(handle))
     start, _mean = trace.busiest_window(tasks, 21600)
-    own = trace.own_cluster_load(tasks, nodes, start, 21600, trace.window(tasks, start, 21600))
+    own = trace.own_cluster_load(tasks, nodes, start, 21600, trace.never_scheduled(rows, start, 21600))
     assert own == {"nodes": 1213, "gpus": 6212, "mean_demand": 46.945, "load": 0.00756,
-                   "waits": {"count": 94, "p50": 1, "p95": 104, "max": 1431}}
+                   "waits": {"count": 94, "p50": 1, "p95": 104, "max": 1431, "never_scheduled": 1}}

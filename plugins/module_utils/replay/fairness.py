@@ -153,33 +153,40 @@ def contention_shares(steps, capacity, quotas, fair_sharing=True):
     order, each holding until the next (``sizes`` optional); ``quotas``: ``fair_reference``'s. Returns
     ``{"seconds": time under contention, "held": {tenant: mean GPUs held}, "reference": {tenant: mean
     fair_reference}, "fragment": {tenant: mean GPUs of the reference no set of its whole Workloads fills}, "spare":
-    {tenant: mean GPUs of the other tenants' fragments, up to what the tenant asked beyond its reference}}``; means
+    {tenant: mean GPUs its reference gains when the GPUs the others can neither fill nor hold are lent}}``; means
     are over the contended time only.
 
     The spare is what Kueue may lend on: GPUs another tenant is promised but cannot use, its Workloads being whole
-    (an 8-GPU Job waits while 6 GPUs of its tenant's share stand free), go to whoever's Workload fits them; Kueue
-    admits any Workload that fits, its fair sharing orders the ClusterQueues, it does not keep GPUs idle for a
-    Workload that cannot fit (BestEffortFIFO; kubernetes-sigs/kueue#6929 for the head-of-queue case)."""
+    (an 8-GPU Job waits while 4 GPUs of its tenant's share stand free), go to a Workload that fits them; Kueue
+    admits any Workload that fits, its fair sharing orders the ClusterQueues, it keeps no GPU idle for a Workload
+    that cannot fit (BestEffortFIFO; kubernetes-sigs/kueue#6929 for the head-of-queue case). At each moment the
+    reference is computed again with each tenant's demand cut by the whole GPUs of its reference it neither fills
+    nor holds, so those GPUs are lent as Kueue's promise lends (by weight, within borrowingLimit and
+    lendingLimit), once; a reference's fraction (8.5 of 16 GPUs) is rounding, which share_tolerance's 1 GPU
+    covers, and is not lent."""
     seconds, held, reference, fragment, spare = 0.0, {}, {}, {}, {}
     for (time, tenants), (following, _next) in zip(steps, steps[1:]):
         pending = [t for t, v in tenants.items() if v["wanted"] > v["held"]]
         if len(pending) < 2 or following <= time:
             continue
         span = following - time
-        shares = fair_reference(capacity, dict((t, v["wanted"]) for t, v in tenants.items()), quotas, fair_sharing)
+        wanted = dict((t, v["wanted"]) for t, v in tenants.items())
+        shares = fair_reference(capacity, wanted, quotas, fair_sharing)
         seconds += span
-        unfilled = {}
+        unfilled, cut = {}, dict(wanted)
         for tenant, value in tenants.items():
             share = shares.get(tenant, 0.0)
             unfilled[tenant] = 0.0 if value.get("sizes") is None else share - best_fill(value["sizes"], share)
+            idle = math.floor(min(unfilled[tenant], max(0.0, share - value["held"])) + 1e-9)
+            if idle > 0:
+                cut[tenant] = min(wanted[tenant], share - idle)
+        lent = shares if cut == wanted else fair_reference(capacity, cut, quotas, fair_sharing)
         for tenant, value in tenants.items():
             share = shares.get(tenant, 0.0)
-            # Whole GPUs: a reference's fraction (8.5 of 16 GPUs) is rounding, which share_tolerance's 1 GPU covers.
-            others = math.floor(sum(gpus for other, gpus in unfilled.items() if other != tenant) + 1e-9)
             held[tenant] = held.get(tenant, 0.0) + value["held"] * span
             reference[tenant] = reference.get(tenant, 0.0) + share * span
             fragment[tenant] = fragment.get(tenant, 0.0) + unfilled[tenant] * span
-            spare[tenant] = spare.get(tenant, 0.0) + min(max(value["wanted"] - share, 0.0), others) * span
+            spare[tenant] = spare.get(tenant, 0.0) + max(0.0, lent.get(tenant, 0.0) - share) * span
     if seconds:
         held, reference, fragment, spare = [dict((t, v / seconds) for t, v in figures.items())
                                             for figures in (held, reference, fragment, spare)]

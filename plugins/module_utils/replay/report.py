@@ -181,9 +181,10 @@ def lost_jobs(jobs, facts):
 def share_check(steps, capacity, quotas, fair_sharing=True):
     """``fairness.contention_shares`` of the steps against ``fairness.fair_reference`` of the tenants' ``quotas``,
     and per tenant whether its mean contended share is within ``fairness.share_tolerance`` of its mean reference;
-    above it, also the tenant's mean ``spare`` (the GPUs other tenants were promised and their whole Workloads
-    could not fill, which Kueue lends to a Workload that fits them). Without ``fair_sharing`` the reference is the
-    guarantee part alone and only a share below it fails (Kueue then lends first come, first served). Returns
+    above it, also the tenant's mean ``spare`` (``fairness.contention_shares``: its part of the GPUs other tenants
+    were promised and could neither fill with whole Workloads nor hold, which Kueue lends to a Workload that fits).
+    Without ``fair_sharing`` the reference is the guarantee part alone and only a share below it fails (Kueue then
+    lends first come, first served). Returns
     ``{"contended_seconds", "fair_sharing", "tenants": {tenant: {"held", "reference", "fragment", "spare",
     "tolerance", "passed"}}, "passed", "detail"}`` (GPUs); ``detail`` names each tenant outside its tolerance."""
     shares = fairness.contention_shares(steps, capacity, quotas, fair_sharing)
@@ -196,9 +197,10 @@ def share_check(steps, capacity, quotas, fair_sharing=True):
         checks[tenant] = {"held": round(held, 3), "reference": round(reference, 3), "fragment": round(fragment, 3),
                           "spare": round(spare, 3), "tolerance": tolerance,
                           "passed": held >= reference - tolerance and above}
-    off = ["%s held %.2f GPUs, reference %.2f +- %g%s" % (t, c["held"], c["reference"], c["tolerance"],
-                                                          " (+ %g spare)" % c["spare"] if c["spare"] else "")
-           for t, c in sorted(checks.items()) if not c["passed"]]
+    off = ["%s held %.2f GPUs, reference %.2f +- %g%s" % (
+        t, c["held"], c["reference"], c["tolerance"],
+        " (+ %g spare above)" % c["spare"] if c["spare"] and c["held"] > c["reference"] else "")
+        for t, c in sorted(checks.items()) if not c["passed"]]
     detail = "%s s of contention" % round(shares["seconds"], 3) + ("; " + "; ".join(off) if off else "")
     return {"contended_seconds": round(shares["seconds"], 3), "fair_sharing": fair_sharing, "tenants": checks,
             "detail": detail, "passed": bool(shares["seconds"]) and not off}
@@ -406,12 +408,12 @@ def replay_markdown(doc):
     own = doc.get("trace_cluster")
     if own:
         waits = own["waits"]
-        lines.append("- The trace's own cluster (its node list): %d GPUs on %d nodes, %g GPUs held on average in this "
-                     "window (%.2f %% of them, a load of %g against this replay's %g); its tasks waited p50 %s / p95 %s "
-                     "/ max %s trace seconds there. The replay's waits measure the load it was given, not the trace's "
-                     "cluster." % (own["gpus"], own["nodes"], own["mean_demand"], 100.0 * (own["load"] or 0),
-                                   own["load"], doc["scaling"]["load_factor"], waits["p50"], waits["p95"],
-                                   waits["max"]))
+        lines.append("- The trace's own cluster (its node list): %s GPUs on %s nodes, at most %s GPUs held on average "
+                     "in this window (a load of %s against this replay's %s); the tasks created in the window waited "
+                     "p50 %s / p95 %s / max %s trace seconds there, %s never scheduled. The replay's waits measure the "
+                     "load it was given, not the trace's cluster." % (
+                         own["gpus"], own["nodes"], own["mean_demand"], own["load"], doc["scaling"]["load_factor"],
+                         waits["p50"], waits["p95"], waits["max"], waits.get("never_scheduled", 0)))
     lines += ["", "### What the trace adapter decided", "", "| decision | tasks |", "|---|---|"]
     a = doc["adapter"]
     for key, text in (("rows", "rows read"), ("no_gpu", "dropped: CPU-only"), ("never_scheduled", "dropped: never scheduled"),
@@ -428,15 +430,16 @@ def replay_markdown(doc):
             tenant, f["workloads"], _cell(x["p50"]), _cell(x["p95"]), _cell(x["max"]), _cell(x["trace_p50"]),
             _cell(x["trace_p95"]), _cell(x["trace_max"]), f["gpu_hours"], f["trace_gpu_hours"],
             f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("reference"),
-            "%s (+ %s spare above)" % (share.get("tolerance"), share["spare"]) if share.get("spare") else share.get("tolerance")))
+            "%s (+ %s spare above)" % (share.get("tolerance"), share["spare"])
+            if share.get("spare") and doc["share"].get("fair_sharing", True) else share.get("tolerance")))
     lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
               "tenants had pending work (%s s), against Kueue's promise at each moment (the reference: what it "
               "asks up to its nominal quota, then%s the cohort's unused lendable quota by weight within its "
               "borrowing limit; a Workload no quota could admit is not asked); the tolerance is the larger of %g "
               "GPU and %g %% of the reference, plus the part of it the tenant's whole Workloads could not fill; "
-              "above the reference also the spare: whole GPUs the other tenants' references left unfilled, which "
-              "Kueue lends to a Workload that fits them." % (
+              "above the reference also the spare: its part, as Kueue lends, of the whole GPUs the other tenants "
+              "were promised and could neither fill nor hold." % (
                   doc["share"]["contended_seconds"], "" if doc["share"].get("fair_sharing", True) else
                   " (fair sharing off: not promised, not judged)", fairness.SHARE_TOLERANCE_GPUS,
                   100 * fairness.SHARE_TOLERANCE_FRACTION), ""]

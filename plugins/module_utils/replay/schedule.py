@@ -183,7 +183,7 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
     own = None
     if node_rows is not None:
         own = replay_trace.own_cluster_load(tasks, replay_trace.alibaba_v2023_nodes(node_rows), window_start, length,
-                                            windowed)
+                                            replay_trace.never_scheduled(rows, window_start, length))
     by_tenant = {}
     for job in jobs:
         entry = by_tenant.setdefault(job["tenant"], {"jobs": 0, "gpu_seconds": 0, "largest_task": 0})

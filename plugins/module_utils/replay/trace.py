@@ -102,18 +102,28 @@ def alibaba_v2023_nodes(rows):
     return {"nodes": len(rows), "gpus": sum(models.values()), "models": models}
 
 
-def own_cluster_load(tasks, nodes, start, length, windowed):
-    """How the trace's own cluster fared in the window [start, start + length): ``{"nodes", "gpus" (its GPUs,
-    ``alibaba_v2023_nodes``), "mean_demand" (mean GPUs its tasks held over the window, those submitted before it and
-    still running included), "load" (mean_demand / gpus), "waits": {"count", "p50", "p95", "max"}}`` (trace
-    seconds from creation to scheduling of the ``windowed`` tasks, as ``window`` shifted them). A replay at a load
-    factor far above ``load`` measures the overload it was given, not the trace's cluster."""
+def never_scheduled(rows, start, length):
+    """How many GPU tasks of the pod list's ``rows`` were created in [start, start + length) and never scheduled
+    (``alibaba_v2023`` drops them: they have no run time); the longest waits of the trace's own cluster."""
+    return sum(1 for n, row in enumerate(rows, 2) if row["scheduled_time"] in ("", None)
+               and _int(row, "num_gpu", n) > 0 and start <= _int(row, "creation_time", n) < start + length)
+
+
+def own_cluster_load(tasks, nodes, start, length, unscheduled=0):
+    """How the trace's own cluster fared in the window [start, start + length) of trace time: ``{"nodes", "gpus"
+    (its GPUs, ``alibaba_v2023_nodes``), "mean_demand" (mean GPUs its ``tasks`` held over the window, those
+    submitted before it and still running included; whole GPUs, a fractional request counted as 1, so at most what
+    they held), "load" (mean_demand / gpus; None without GPUs), "waits": {"count", "p50", "p95", "max",
+    "never_scheduled"}}``: trace seconds from creation to scheduling of the tasks created in the window, whenever
+    they started, and the count of those never scheduled (``never_scheduled``; they have no wait to rank). A replay
+    at a load factor far above ``load`` measures the overload it was given, not the trace's cluster."""
     mean = mean_demand(demand_steps(tasks), start, length)
-    waits = [t["start"] - t["submit"] for t in windowed if t.get("start") is not None]
+    waits = [t["start"] - t["submit"] for t in tasks
+             if start <= t["submit"] < start + length and t.get("start") is not None]
     return {"nodes": nodes["nodes"], "gpus": nodes["gpus"], "mean_demand": round(mean, 3),
             "load": round(mean / nodes["gpus"], 5) if nodes["gpus"] else None,
             "waits": {"count": len(waits), "p50": percentile(waits, 0.5), "p95": percentile(waits, 0.95),
-                      "max": percentile(waits, 1.0)}}
+                      "max": percentile(waits, 1.0), "never_scheduled": unscheduled}}
 
 
 def assign_tenants(tasks, column=None, tenants=0):
