@@ -66,9 +66,12 @@ class Lane(threading.Thread):
 
     def make(self, target):
         with open(os.path.join(LOGS, target + ".log"), "w") as log:
+            # COLUMNS: pytest cuts its short summary to the terminal's width, 80 through a pipe, which drops the
+            # message of every failure whose test name is long; these lines are what why_it_failed prints.
             self.process = subprocess.Popen(["make", "--no-print-directory", target], cwd=ROOT, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                            errors="replace", bufsize=1, start_new_session=True)
+                                            errors="replace", bufsize=1, start_new_session=True,
+                                            env=dict(os.environ, COLUMNS="400"))
             for line in self.process.stdout:
                 log.write(line)
                 log.flush()
