@@ -105,15 +105,19 @@ def test_waits_are_computed_from_kueues_timestamps(replayed):
 
 def test_each_tenant_held_what_kueue_promised_under_contention(replayed):
     # The reference is Kueue's promise from the declared quotas (guarantee first, then the unused quota by weight):
-    # with 22/21/21 of 64 GPUs and every tenant above its guarantee, close to the guarantees themselves.
+    # never more than the cluster's 64 GPUs in all, and with 22/21/21 of them and demand above capacity, close to
+    # the guarantees, though not at or below them: while a third tenant asks less than its guarantee, the two with
+    # pending work are promised its unused GPUs (tenant-2's mean reference was 21.006 of 21 on 2026-12-07).
     _run, report, _api = replayed
     share = report["share"]
     assert share["contended_seconds"] > 30, "demand above capacity for a sustained period"
+    assert sum(check["reference"] for check in share["tenants"].values()) <= 64 + 0.01, share["tenants"]
     for tenant, check in share["tenants"].items():
         assert check["tolerance"] == pytest.approx(fairness.share_tolerance(check["reference"], check["fragment"]),
                                                    abs=0.002)
         assert abs(check["held"] - check["reference"]) <= check["tolerance"], (tenant, check)
-        assert check["reference"] <= REPLAY_GUARANTEES[tenant] + 64 - sum(REPLAY_GUARANTEES.values()) + 1e-9
+        guarantee = REPLAY_GUARANTEES[tenant]
+        assert abs(check["reference"] - guarantee) <= fairness.SHARE_TOLERANCE_FRACTION * guarantee, (tenant, check)
 
 
 def test_every_tenant_gets_its_guarantee_within_the_bound_while_others_borrow(replayed):
