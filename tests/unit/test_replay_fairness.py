@@ -256,3 +256,11 @@ def test_without_fair_sharing_only_a_share_below_the_guarantee_fails():
     short = [(0, {"a": {"held": 3, "wanted": 20}, "b": {"held": 13, "wanted": 20}}), (10, {})]
     check = report.share_check(short, 16, quotas, fair_sharing=False)
     assert not check["passed"] and check["detail"] == "10.0 s of contention; a held 3.00 GPUs, reference 6.00 +- 1.2"
+
+
+def test_without_fair_sharing_there_is_no_spare():
+    # Nothing beyond the guarantees is promised: GPUs another tenant cannot use are lent first come, first served.
+    steps = [(0, {"a": {"held": 14, "wanted": 20, "sizes": [2] * 10},
+                  "b": {"held": 2, "wanted": 10, "sizes": [2, 8]}}), (10, {})]
+    shares = fairness.contention_shares(steps, 16, {"a": {"gpus": 10}, "b": {"gpus": 6}}, fair_sharing=False)
+    assert shares["spare"] == {"a": 0, "b": 0} and shares["fragment"]["b"] == 4

@@ -163,7 +163,7 @@ def contention_shares(steps, capacity, quotas, fair_sharing=True):
     reference is computed again with each tenant's demand cut by the whole GPUs of its reference it neither fills
     nor holds, so those GPUs are lent as Kueue's promise lends (by weight, within borrowingLimit and
     lendingLimit), once; a reference's fraction (8.5 of 16 GPUs) is rounding, which share_tolerance's 1 GPU
-    covers, and is not lent."""
+    covers, and is not lent. Without ``fair_sharing`` nothing beyond the guarantees is promised, so the spare is 0."""
     seconds, held, reference, fragment, spare = 0.0, {}, {}, {}, {}
     for (time, tenants), (following, _next) in zip(steps, steps[1:]):
         pending = [t for t, v in tenants.items() if v["wanted"] > v["held"]]

@@ -430,8 +430,8 @@ def replay_markdown(doc):
             tenant, f["workloads"], _cell(x["p50"]), _cell(x["p95"]), _cell(x["max"]), _cell(x["trace_p50"]),
             _cell(x["trace_p95"]), _cell(x["trace_max"]), f["gpu_hours"], f["trace_gpu_hours"],
             f["preemptions_suffered"], f["preemptions_caused"], share.get("held"), share.get("reference"),
-            "%s (+ %s spare above)" % (share.get("tolerance"), share["spare"])
-            if share.get("spare") and doc["share"].get("fair_sharing", True) else share.get("tolerance")))
+            "%s (+ %s spare above)" % (share.get("tolerance"), share["spare"]) if share.get("spare")
+            else share.get("tolerance")))
     lines += ["", "Waits run from each Workload's creation to its last QuotaReserved (Kueue's timestamps, whole "
               "seconds); trace time is wall time x the compression. Shares are mean GPUs held while two or more "
               "tenants had pending work (%s s), against Kueue's promise at each moment (the reference: what it "

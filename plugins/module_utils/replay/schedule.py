@@ -147,7 +147,8 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
     ``node_rows``: the trace's node list (``trace.alibaba_v2023_nodes``), for how loaded the trace's own cluster was
     in the window and how long its tasks waited there (``trace.own_cluster_load``).
     Returns ``{"jobs", "adapter" (the trace's decision counts), "assignment", "window", "compression", "scaling",
-    "trace_cluster" (None without ``node_rows``), "capacity", "weights"...}``. Raises ScheduleError / trace.TraceError naming the setting at fault."""
+    "trace_cluster" (None without ``node_rows``), "capacity", "weights"...}``. Raises ScheduleError /
+    trace.TraceError naming the setting at fault."""
     if floor < MIN_RUN_FLOOR:
         raise ScheduleError("replay_run_floor: %r s is not well above the embedded cluster's pod start and stop "
                             "delays (up to %d s); give at least %d" % (floor, POD_START_STOP_SECONDS, MIN_RUN_FLOOR))
