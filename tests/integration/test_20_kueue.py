@@ -14,6 +14,8 @@ from kubernetes.client.exceptions import ApiException
 
 from conftest import CLUSTER, cluster_queue, condition, load_job, playbook, wait_until, workloads
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants.plan import tenant_plan
+
 
 def job_workload(kueue, namespace, job):
     return next((w for w in workloads(kueue, namespace)
@@ -81,6 +83,33 @@ def quota_manager(cq):
     clusterqueue_types.go, +listType=atomic), owned whole by the manager that last wrote any of it."""
     return sorted(entry["manager"] for entry in cq["metadata"]["managedFields"]
                   if "f:resourceGroups" in ((entry.get("fieldsV1") or {}).get("f:spec") or {}))
+
+
+def test_kueue_runs_with_admission_fair_sharing_and_takes_fairgpus_objects_for_it(core, kueue):
+    """vars.yml's kueue_admission_fair_sharing reached the Configuration the local Kueue started with, and Kueue acts
+    on it: its LocalQueue controller writes every LocalQueue's status.fairSharing.admissionFairSharingStatus
+    (pkg/controller/core/localqueue_controller.go initializeAfsIfNeeded, v0.19.2). The ClusterQueue (admissionScope)
+    and LocalQueues (fairSharing.weight) of a tenant with admission_fair_sharing, as fairgpu builds them, pass the
+    API server's schema and Kueue's webhooks (server-side dry run: nothing is created)."""
+    with open(os.path.join(KUEUE_DIR, "config.yaml")) as handle:
+        assert yaml.safe_load(handle)["admissionFairSharing"] == {"usageHalfLifeTime": "10m",
+                                                                  "usageSamplingInterval": "1m"}
+    wait_until(lambda: ((kueue.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues",
+                                                            "team-a-queue").get("status") or {}).get("fairSharing")
+                        or {}).get("admissionFairSharingStatus") is not None, 90,
+               what="Kueue's admission fair sharing status on LocalQueue team-a/team-a-queue")
+    nodes = [core.api_client.sanitize_for_serialization(n) for n in core.list_node().items]
+    probe = {"name": "afs-probe", "namespaces": ["team-a"], "gpus": 0, "admission_fair_sharing": True,
+             "local_queue_weights": {"team-a": 2.5}}
+    plan = tenant_plan([probe], nodes, cohort="")
+    assert plan["errors"] == [], plan["errors"]
+    cq = next(o for o in plan["objects"] if o["kind"] == "ClusterQueue")
+    made = kueue.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq, dry_run="All")
+    assert made["spec"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    lq = next(o for o in plan["objects"] if o["kind"] == "LocalQueue" and o["metadata"]["name"] != "default")
+    made = kueue.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues", lq,
+                                                 dry_run="All")
+    assert made["spec"]["fairSharing"] == {"weight": "2500m"}
 
 
 def test_a_changed_setting_restarts_kueue_and_hand_edits_are_listed_then_repaired_and_said(kueue):

@@ -73,6 +73,12 @@ def test_borrowing_limit_without_cohort(core, kueue):
      "kueue_chart_ref: 'oci://registry.k8s.io/kueue/charts/kueue' is a remote chart, which helm would fetch"),
     ({"lab_cluster_pod_security_defaults": {"enforce": "strict"}},
      "lab_cluster_pod_security_defaults.enforce: 'strict' is not a Pod Security level"),
+    # Admission fair sharing that would not act (kubernetes-sigs/kueue#11134: a half-life of 0 is a silent FIFO).
+    ({"kueue_admission_fair_sharing": {"usageHalfLifeTime": "0s", "usageSamplingInterval": "5m"}},
+     "kueue_admission_fair_sharing.usageHalfLifeTime: '0s'; give a Go duration above 0"),
+    ({"kueue_admission_fair_sharing": None,
+      "tenants_list": [dict(TEAM, namespaces=["team-a", "team-a-dev"], admission_fair_sharing=True)]},
+     "tenants_list: team-a set admission_fair_sharing but kueue_admission_fair_sharing is off"),
 ])
 def test_bad_cluster_input_starts_nothing(tmp_path, extra, message):
     extra = dict(extra, cluster_name="fairgpu-bad", run_state_dir=str(tmp_path))

@@ -29,6 +29,8 @@ INVENTORY = {
     "kueue_integrations": ["batch/job", "kubeflow.org/pytorchjob", "ray.io/rayjob"],
     "kueue_manage_jobs_without_queue_name": True,
     "kueue_fair_sharing_preemption_strategies": ["LessThanInitialShare"],
+    "kueue_admission_fair_sharing": {"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m",
+                                     "resourceWeights": {"nvidia.com/gpu": 1, "cpu": 0}},
     "kueue_wait_for_pods_ready": {"timeout": "5m", "blockAdmission": True,
                                   "requeuingStrategy": {"timestamp": "Creation", "backoffLimitCount": 2}},
     "kueue_feature_gates": {"PartialAdmission": False, "TASProfileMixed": True},
@@ -41,6 +43,7 @@ EXPECTED = {
         "metrics": {"enableClusterQueueResources": True},
         "waitForPodsReady": INVENTORY["kueue_wait_for_pods_ready"],
         "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]},
+        "admissionFairSharing": INVENTORY["kueue_admission_fair_sharing"],
     },
     "featureGates": {"PartialAdmission": False, "TASProfileMixed": True},
     "integrations": ["batch/job", "kubeflow.org/pytorchjob", "ray.io/rayjob"],
@@ -149,6 +152,64 @@ def test_fair_sharing_off_leaves_the_section_out_in_every_mode(mode):
     assert "fairSharing" in settings.configuration({"kueue_fair_sharing": True}, "kueue-system", mode)
     # From the command line (-e kueue_fair_sharing=false) it is a string.
     assert "fairSharing" not in settings.configuration({"kueue_fair_sharing": "false"}, "kueue-system", mode)
+
+
+@pytest.mark.parametrize("mode", settings.MODES)
+def test_admission_fair_sharing_is_there_only_when_set(mode):
+    for off in (None, {}):
+        assert "admissionFairSharing" not in settings.configuration({"kueue_admission_fair_sharing": off},
+                                                                    "kueue-system", mode)
+    assert "admissionFairSharing" not in settings.configuration({}, "kueue-system", mode)
+    on = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "5s"}
+    assert settings.configuration({"kueue_admission_fair_sharing": on}, "kueue-system", mode)[
+        "admissionFairSharing"] == on
+
+
+@pytest.mark.parametrize("value, expected", [
+    # kubernetes-sigs/kueue#11134: no half-life (Kueue leaves it 0s) or 0 is a silent FIFO.
+    ({"usageSamplingInterval": "5m"}, ["kueue_admission_fair_sharing.usageHalfLifeTime: None; give a Go duration"]),
+    ({"usageHalfLifeTime": "0s", "usageSamplingInterval": "5m"},
+     ["kueue_admission_fair_sharing.usageHalfLifeTime: '0s'"]),
+    ({"usageHalfLifeTime": "-1h", "usageSamplingInterval": "5m"},
+     ["kueue_admission_fair_sharing.usageHalfLifeTime: '-1h'"]),
+    ({"usageHalfLifeTime": "1h"}, ["kueue_admission_fair_sharing.usageSamplingInterval: None"]),
+    ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5 minutes"},
+     ["kueue_admission_fair_sharing.usageSamplingInterval: '5 minutes'"]),
+    # Sampling not well below the half-life: the usage would be the last sample's.
+    ({"usageHalfLifeTime": "10m", "usageSamplingInterval": "5m"},
+     ["kueue_admission_fair_sharing.usageSamplingInterval: 5m is more than a quarter of usageHalfLifeTime 10m"]),
+    ({"usageHalfLifeTime": "20m", "usageSamplingInterval": "5m"}, []),
+    # kubernetes-sigs/kueue#13596: a step below Kueue's 9 decimal places never enters the usage.
+    ({"usageHalfLifeTime": "100000h", "usageSamplingInterval": "100ms"},
+     ["kueue_admission_fair_sharing: usageSamplingInterval 100ms against usageHalfLifeTime 100000h moves the usage by"]),
+    ({"usageHalfLifeTime": "168h", "usageSamplingInterval": "5m"}, []),
+    ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m", "resourceWeights": {"cpu": -1}},
+     ["kueue_admission_fair_sharing.resourceWeights.cpu: -1 is not a number >= 0"]),
+    ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m", "halfLife": "1h"},
+     ["kueue_admission_fair_sharing.halfLife: unknown key"]),
+    ("1h", ["kueue_admission_fair_sharing: '1h' is not a mapping"]),
+])
+def test_admission_fair_sharing_that_would_not_act_is_refused(value, expected):
+    for mode in settings.MODES:
+        errors = settings.setting_errors({"kueue_admission_fair_sharing": value}, mode)
+        assert len(errors) == len(expected), errors
+        for error, start in zip(errors, expected):
+            assert error.startswith(start), error
+
+
+def test_admission_fair_sharing_with_its_gate_off_is_refused():
+    value = {"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m"}
+    errors = settings.setting_errors({"kueue_admission_fair_sharing": value,
+                                      "kueue_feature_gates": {"AdmissionFairSharing": False}}, "helm")
+    assert len(errors) == 1 and "turns AdmissionFairSharing off" in errors[0], errors
+    assert settings.setting_errors({"kueue_feature_gates": {"AdmissionFairSharing": False}}, "helm") == []
+
+
+def test_usage_alpha_is_kueues_rate():
+    """pkg/util/admissionfairsharing calculateAlphaRate: 1 - 0.5^(interval/half-life), 0 for a half-life of 0."""
+    assert settings.usage_alpha(60, 60) == 0.5
+    assert settings.usage_alpha(5, 0) == 0.0
+    assert abs(settings.usage_alpha(15, 60) - (1 - 0.5 ** 0.25)) < 1e-12
 
 
 @pytest.mark.parametrize("gates, mode, expected", [

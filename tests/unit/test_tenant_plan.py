@@ -111,11 +111,41 @@ def test_tenant_role_cannot_unsuspend_or_touch_quota():
     ([dict(TEAMS[0], namespaces=["kube-system"]), TEAMS[1]], "'kube-system' is a system namespace"),
     ([dict(TEAMS[0], name="Team_A"), TEAMS[1]], "'Team_A' is not a lower-case DNS label"),
     ([dict(TEAMS[0], gpu=8), TEAMS[1]], "tenants_list[0] (team-a).gpu: unknown field"),
+    ([dict(TEAMS[0], admission_fair_sharing="yes"), TEAMS[1]],
+     "tenants_list[0] (team-a).admission_fair_sharing: must be true or false, got 'yes'"),
+    ([dict(TEAMS[0], local_queue_weights={"team-a": 2}), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: Kueue reads a LocalQueue's weight only for admission fair sharing"),
+    ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-b": 2}), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: 'team-b' is not one of the tenant's namespaces team-a"),
+    # kubernetes-sigs/kueue#13479: a LocalQueue of weight 0 went first while idle.
+    ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-a": 0}), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: team-a: the weight must be a number > 0, got 0"),
+    ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights=[2]), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: give a mapping of the tenant's namespace to a weight > 0"),
 ])
 def test_bad_tenants_name_tenant_and_field(tenants, message):
     plan = tenant_plan(tenants, NODES)
     assert plan["objects"] == []
     assert any(message in e for e in plan["errors"]), plan["errors"]
+
+
+def test_admission_fair_sharing_reaches_the_cluster_queue_and_its_local_queues():
+    """KEP-4136: ClusterQueue spec.admissionScope.admissionMode and LocalQueue spec.fairSharing.weight (Kueue
+    v0.19.2 apis/kueue/v1beta2 fairsharing_types.go, localqueue_types.go); nothing of it without the field."""
+    tenants = [dict(TEAMS[0], namespaces=["team-a", "team-a-dev"], admission_fair_sharing=True,
+                    local_queue_weights={"team-a": 3, "team-a-dev": 0.5}), TEAMS[1]]
+    objects = tenant_plan(tenants, NODES)["objects"]
+    cq = {o["metadata"]["name"]: o["spec"] for o in by_kind(objects, "ClusterQueue")}
+    assert cq["team-a"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    assert "admissionScope" not in cq["team-b"]
+    weights = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"].get("fairSharing")
+               for o in by_kind(objects, "LocalQueue")}
+    assert weights == {("team-a", "team-a-queue"): {"weight": "3"}, ("team-a", "default"): {"weight": "3"},
+                       ("team-a-dev", "team-a-queue"): {"weight": "500m"}, ("team-a-dev", "default"): {"weight": "500m"},
+                       ("team-b", "team-b-queue"): None, ("team-b", "default"): None}
+    # A namespace without a weight gets Kueue's default, written out.
+    objects = tenant_plan([dict(TEAMS[0], admission_fair_sharing=True), TEAMS[1]], NODES)["objects"]
+    assert by_kind(objects, "LocalQueue")[0]["spec"]["fairSharing"] == {"weight": "1"}
 
 
 def test_borrowing_limit_needs_a_cohort():
@@ -159,6 +189,7 @@ field_values = st.fixed_dictionaries({}, optional={
     "namespaces": anything, "gpus": anything, "borrowing_limit": anything, "lending_limit": anything,
     "weight": anything, "max_gpus": anything, "gpu_resource": anything, "groups": anything,
     "cpu": anything, "memory": anything, "priority_classes": anything, "resource_quota": anything,
+    "admission_fair_sharing": anything, "local_queue_weights": anything,
 })
 
 

@@ -293,6 +293,10 @@ def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
             "flavors": entries,
         }],
     }
+    if tenant.get("admission_fair_sharing"):
+        # KEP-4136: order the Workloads of this ClusterQueue by their LocalQueues' usage (apis/kueue/v1beta2
+        # fairsharing_types.go AdmissionScope); Kueue acts on it only with the Configuration's admissionFairSharing.
+        spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
     if len(products) > 1:
         spec["flavorFungibility"] = dict(FLAVOR_FUNGIBILITY)
     if cohort:
@@ -350,6 +354,11 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
     isolation = isolation_policy(isolation)
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
+    queue_spec = {"clusterQueue": tenant["name"]}
+    if tenant.get("admission_fair_sharing"):
+        # Admission fair sharing divides a LocalQueue's usage by this weight (pkg/util/admissionfairsharing
+        # LQWeightAsFloat64, default 1); both LocalQueues of the namespace (its own and "default") get the namespace's weight.
+        queue_spec["fairSharing"] = {"weight": _quantity((tenant.get("local_queue_weights") or {}).get(namespace, 1))}
     hard = {"requests." + resource: 0 for resource in closed}
     hard.update((key, isolation["max_objects"]) for key in COUNTED_OBJECTS)
     hard.update(tenant["resource_quota"])
@@ -371,11 +380,11 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
                       "annotations": {PRIORITY_CLASSES_ANNOTATION: ",".join(tenant["priority_classes"])}}},
         {"apiVersion": KUEUE_API, "kind": "LocalQueue",
          "metadata": {"name": local_queue_name, "namespace": namespace, "labels": labels},
-         "spec": {"clusterQueue": tenant["name"]}},
+         "spec": dict(queue_spec)},
         # Kueue's LocalQueueDefaulting: a Job without the queue-name label goes to the LocalQueue "default".
         {"apiVersion": KUEUE_API, "kind": "LocalQueue",
          "metadata": {"name": "default", "namespace": namespace, "labels": labels},
-         "spec": {"clusterQueue": tenant["name"]}},
+         "spec": dict(queue_spec)},
         # Only the requests. form is enforced for an extended resource.
         {"apiVersion": "v1", "kind": "ResourceQuota",
          "metadata": {"name": RESOURCE_QUOTA, "namespace": namespace, "labels": labels},

@@ -8,7 +8,8 @@ logic, no cluster access.
 
 ``settings`` is a dict of the role's variables by their names (``kueue_integrations``,
 ``kueue_manage_jobs_without_queue_name``, ``kueue_fair_sharing``, ``kueue_fair_sharing_preemption_strategies``,
-``kueue_wait_for_pods_ready``, ``kueue_feature_gates``; missing ones take the role's defaults).
+``kueue_admission_fair_sharing``, ``kueue_wait_for_pods_ready``, ``kueue_feature_gates``; missing ones take the role's
+defaults).
 
 How each reaches Kueue (Kueue v0.19.2):
 
@@ -45,6 +46,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.drift import parse_duration
+
 API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 MODES = ("local", "helm", "render")
 DEFAULTS = {
@@ -52,9 +55,23 @@ DEFAULTS = {
     "kueue_manage_jobs_without_queue_name": False,
     "kueue_fair_sharing": True,
     "kueue_fair_sharing_preemption_strategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+    "kueue_admission_fair_sharing": None,
     "kueue_wait_for_pods_ready": None,
     "kueue_feature_gates": {},
 }
+# Admission fair sharing (KEP-4136; Kueue v0.19.2 apis/config/v1beta2/configuration_types.go AdmissionFairSharing,
+# pkg/util/admissionfairsharing/admission_fair_sharing.go). Every usageSamplingInterval Kueue moves each LocalQueue's
+# consumedResources towards its current usage by alpha = 1 - 0.5^(interval / usageHalfLifeTime), and charges a
+# Workload's requests times alpha at admission (the entry penalty).
+AFS_KEYS = ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights")
+# The interval at most this part of the half-life: one sample then moves the usage by at most 1 - 0.5^(1/4) = 16 %,
+# so the usage is a history of some ten samples and not the last sample (at interval = half-life each sample moves it
+# by half, and the order follows whoever holds the most now).
+AFS_MAX_INTERVAL_PART = 4
+# Kueue keeps the scaled usage to 9 decimal places, rounded down (pkg/util/resource/resource.go mulByFloatScale): a
+# step smaller than that is lost, and with a half-life long enough against the interval a LocalQueue's GPUs never
+# enter its usage (kubernetes-sigs/kueue#13596, consumedResources stuck at 0). fairgpu asks for room above it.
+AFS_MIN_ALPHA = 1e-6
 # The gates only the local process sets (see the module docstring).
 LOCAL_FEATURE_GATES = {"VisibilityOnDemand": False}
 # The pod template annotation of the rendered tree's Deployment patch.
@@ -76,6 +93,7 @@ TABLE = [
     ("kueue_manage_jobs_without_queue_name", "manageJobsWithoutQueueName"),
     ("kueue_fair_sharing", "fairSharing (present or absent)"),
     ("kueue_fair_sharing_preemption_strategies", "fairSharing.preemptionStrategies"),
+    ("kueue_admission_fair_sharing", "admissionFairSharing (present or absent)"),
     ("kueue_wait_for_pods_ready", "waitForPodsReady"),
     ("kueue_feature_gates", "--feature-gates"),
 ]
@@ -130,6 +148,11 @@ def configuration(settings, namespace, mode, local=None):
     # Enabled is `fairSharing != nil`).
     if _bool(_get(settings, "kueue_fair_sharing")):
         config["fairSharing"] = {"preemptionStrategies": _get(settings, "kueue_fair_sharing_preemption_strategies")}
+    # Admission fair sharing acts only on ClusterQueues with admissionScope UsageBasedAdmissionFairSharing (the
+    # tenants' admission_fair_sharing), and only with this section (pkg/util/admissionfairsharing Enabled).
+    admission = _get(settings, "kueue_admission_fair_sharing")
+    if admission:
+        config["admissionFairSharing"] = dict((key, admission[key]) for key in AFS_KEYS if key in admission)
     if mode == "local":
         local = local or {}
         return _merge(config, {
@@ -176,6 +199,70 @@ def parse_feature_gates_arg(arg):
     return gates
 
 
+def _seconds(value):
+    """Seconds (a float) of a Go duration string, or None (drift.parse_duration)."""
+    nanoseconds = parse_duration(value)
+    return None if nanoseconds is None else float(nanoseconds) / 1e9
+
+
+def usage_alpha(interval_seconds, half_life_seconds):
+    """The part of the way to its current usage a LocalQueue's consumedResources moves in one sample (Kueue's
+    ``calculateAlphaRate``): ``1 - 0.5 ** (interval / half_life)``; 0 for a half-life of 0 (then nothing moves)."""
+    if not half_life_seconds:
+        return 0.0
+    return 1.0 - 0.5 ** (float(interval_seconds) / float(half_life_seconds))
+
+
+def admission_fair_sharing_errors(value, gates=None):
+    """Messages for ``kueue_admission_fair_sharing`` (null or {} is off), each naming the field and the fix.
+    Refused beyond what Kueue refuses (it takes a half-life of 0 and any interval): no half-life or 0, which makes
+    every LocalQueue's usage 0 and admission a silent FIFO (kubernetes-sigs/kueue#11134); an interval above a
+    quarter of the half-life (``AFS_MAX_INTERVAL_PART``); one sample moving the usage by less than ``AFS_MIN_ALPHA``
+    (kubernetes-sigs/kueue#13596); a resource weight below 0 (Kueue's validation) or not a number; the feature gate
+    AdmissionFairSharing turned off in ``gates`` (then Kueue ignores the section)."""
+    where = "kueue_admission_fair_sharing"
+    if value is None or value == {}:
+        return []
+    if not isinstance(value, dict):
+        return ["%s: %r is not a mapping with usageHalfLifeTime and usageSamplingInterval (or null: off)" % (where, value)]
+    errors = ["%s.%s: unknown key; the keys are %s" % (where, key, ", ".join(AFS_KEYS))
+              for key in sorted(str(k) for k in value if k not in AFS_KEYS)]
+    half_life = _seconds(value.get("usageHalfLifeTime"))
+    interval = _seconds(value.get("usageSamplingInterval"))
+    if half_life is None or half_life <= 0:
+        errors.append("%s.usageHalfLifeTime: %r; give a Go duration above 0 such as 1h. Absent or 0, Kueue keeps every "
+                      "LocalQueue's usage at 0 and admits first come, first served without a word "
+                      "(kubernetes-sigs/kueue#11134)" % (where, value.get("usageHalfLifeTime")))
+    if interval is None or interval <= 0:
+        errors.append("%s.usageSamplingInterval: %r; give a Go duration above 0 such as 5m (Kueue's default)"
+                      % (where, value.get("usageSamplingInterval")))
+    if half_life and interval and half_life > 0 and interval > 0:
+        if interval * AFS_MAX_INTERVAL_PART > half_life:
+            errors.append("%s.usageSamplingInterval: %s is more than a quarter of usageHalfLifeTime %s, so the usage "
+                          "follows the last sample rather than the history; sample at most every %gs or give a "
+                          "longer half-life" % (where, value["usageSamplingInterval"], value["usageHalfLifeTime"],
+                                                half_life / AFS_MAX_INTERVAL_PART))
+        elif usage_alpha(interval, half_life) < AFS_MIN_ALPHA:
+            errors.append("%s: usageSamplingInterval %s against usageHalfLifeTime %s moves the usage by %.3g of a GPU "
+                          "per sample, below what Kueue keeps (9 decimal places, kubernetes-sigs/kueue#13596): the "
+                          "usage would stay 0; sample more often or give a shorter half-life"
+                          % (where, value["usageSamplingInterval"], value["usageHalfLifeTime"],
+                             usage_alpha(interval, half_life)))
+    weights = value.get("resourceWeights")
+    if weights is not None:
+        if not isinstance(weights, dict):
+            errors.append("%s.resourceWeights: %r is not a mapping of resource name to a number >= 0" % (where, weights))
+        else:
+            for name, weight in sorted(weights.items(), key=lambda kv: str(kv[0])):
+                if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+                    errors.append("%s.resourceWeights.%s: %r is not a number >= 0 (Kueue refuses a negative one)"
+                                  % (where, name, weight))
+    if (gates or {}).get("AdmissionFairSharing") is False:
+        errors.append("%s: set, while kueue_feature_gates turns AdmissionFairSharing off, so Kueue would ignore it; "
+                      "remove the gate (on by default since Kueue v0.15) or the section" % where)
+    return errors
+
+
 def setting_errors(settings, mode, extra_values=None):
     """Messages for settings ``mode`` cannot take, each naming the variable, the mode and the fix; [] when fine.
     Checked before anything changes (the kueue role's main.yml, render.yml through configuration.yml)."""
@@ -193,6 +280,7 @@ def setting_errors(settings, mode, extra_values=None):
         if not isinstance(value, bool):
             errors.append("kueue_feature_gates.%s: %r is not true or false (mode %s); write it unquoted"
                           % (name, value, mode))
+    errors.extend(admission_fair_sharing_errors((settings or {}).get("kueue_admission_fair_sharing"), gates))
     if mode == "local" and gates.get("VisibilityOnDemand") is True:
         errors.append("kueue_feature_gates.VisibilityOnDemand: true cannot run in kueue_mode local (the visibility "
                       "server writes its certificates to /visibility, which a process on this machine cannot); "
@@ -214,7 +302,8 @@ def setting_errors(settings, mode, extra_values=None):
                               "kueue_* settings give the chart; set %s instead and remove it from kueue_extra_values"
                               % (".".join(path), mode,
                                  "kueue_feature_gates" if path[-1] == "featureGates"
-                                 else "kueue_integrations, kueue_fair_sharing, kueue_wait_for_pods_ready"))
+                                 else "kueue_integrations, kueue_fair_sharing, kueue_admission_fair_sharing, "
+                                 "kueue_wait_for_pods_ready"))
     return errors
 
 

@@ -39,6 +39,14 @@ Pure logic, no cluster access. One tenant is a dict::
                      several products: ``{<nvidia.com/gpu.product>: {gpus, borrowing_limit, lending_limit}}``
                      (``tenants/products.py``); the checks here see the tenant's totals (``products.flatten``)
 
+    admission_fair_sharing: true orders the Workloads of the tenant's ClusterQueue by the usage of their
+                     LocalQueues (one per namespace) instead of first come, first served: ClusterQueue
+                     ``spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing`` (default false:
+                     no admissionScope). Needs the kueue role's ``kueue_admission_fair_sharing``
+    local_queue_weights: ``{namespace: weight}`` (numbers > 0, default 1 each) for admission fair sharing: the
+                     LocalQueues' ``spec.fairSharing.weight`` in that namespace; a LocalQueue's usage is divided by
+                     it. Only with ``admission_fair_sharing`` (Kueue reads it for nothing else)
+
     gpu_units:       physical (default) or replicas: on shared GPUs (time-slicing, MPS: GFD label
                      nvidia.com/gpu.replicas > 1), whether gpus and its limits count physical GPUs (fairgpu
                      multiplies them by the replicas, what Kueue counts) or replicas as they are
@@ -47,7 +55,8 @@ Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
 Rules from upstream Kueue (kueue.x-k8s.io/v1beta2 ClusterQueue validation): ``borrowingLimit`` only with a
 cohort; ``lendingLimit`` <= ``nominalQuota``; fairSharing ``weight`` >= 0 (fairgpu requires > 0: a zero weight
-makes a tenant always the first to be preempted and never to borrow). From Kubernetes: ResourceQuota enforces
+makes a tenant always the first to be preempted and never to borrow; a LocalQueue's zero weight put its idle queue
+first in admission fair sharing, kubernetes-sigs/kueue#13479). From Kubernetes: ResourceQuota enforces
 an extended resource only under its ``requests.`` name (a bare ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu``
 key is accepted by the API server and never enforced).
 """
@@ -70,7 +79,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 KNOWN_FIELDS = (
     "name", "namespaces", "gpus", "borrowing_limit", "lending_limit", "weight", "max_gpus",
     "gpu_resource", "groups", "cpu", "memory", "priority_classes", "resource_quota", "pods", "max_pods",
-    "max_jobs", "products", "gpu_units",
+    "max_jobs", "products", "gpu_units", "admission_fair_sharing", "local_queue_weights",
 )
 # ResourceQuota keys fairgpu sets itself from the tenant's fields.
 OWN_QUOTA_KEYS = {"pods": "max_pods", "count/jobs.batch": "max_jobs"}
@@ -187,6 +196,26 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
         weight = tenant.get("weight", 1)
         if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not weight > 0:
             err("weight", "the fair-sharing weight must be a number > 0, got %r" % (weight,))
+
+        admission = tenant.get("admission_fair_sharing", False)
+        if not isinstance(admission, bool):
+            err("admission_fair_sharing", "must be true or false, got %r" % (admission,))
+        local_weights = tenant.get("local_queue_weights")
+        if local_weights is not None:
+            if not isinstance(local_weights, dict):
+                err("local_queue_weights", "give a mapping of the tenant's namespace to a weight > 0, got %r"
+                    % (local_weights,))
+            else:
+                if admission is not True:
+                    err("local_queue_weights", "Kueue reads a LocalQueue's weight only for admission fair sharing; "
+                        "set admission_fair_sharing: true or remove the weights")
+                for key, value in sorted(local_weights.items(), key=lambda kv: str(kv[0])):
+                    if key not in namespaces:
+                        err("local_queue_weights", "%r is not one of the tenant's namespaces %s"
+                            % (key, ", ".join(str(n) for n in namespaces)))
+                    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+                        err("local_queue_weights", "%s: the weight must be a number > 0, got %r (a 0 put the "
+                            "queue first while idle, kubernetes-sigs/kueue#13479)" % (key, value))
 
         max_gpus = tenant.get("max_gpus")
         if max_gpus is not None:
@@ -427,6 +456,8 @@ def normalise(tenants, capacity, priority_classes=(), max_jobs=DEFAULT_MAX_JOBS)
             "borrowing_limit": borrowing,
             "lending_limit": tenant.get("lending_limit"),
             "weight": tenant.get("weight", 1),
+            "admission_fair_sharing": tenant.get("admission_fair_sharing", False),
+            "local_queue_weights": dict(tenant.get("local_queue_weights") or {}),
             "max_gpus": max_gpus,
             "max_gpus_per_pod": min(max_gpus, per_node.get(resource, max_gpus)),
             "gpu_resource": resource,
