@@ -205,3 +205,87 @@ def test_the_document_checks_the_time_to_guarantee():
     assert not failed["guarantee"]["passed"] and failed["guarantee"]["longest"] == {
         "tenant": "b", "seconds": 21, "start": report.fairness._time(t(10))}
     assert "every tenant gets its guarantee within 15 s" in [c["name"] for c in failed["checks"] if not c["passed"]]
+
+
+def local_queue(namespace, name, gpus=None, updated="2026-12-01T10:01:00Z"):
+    """A LocalQueue as Kueue v0.19.2 writes its status (apis/kueue/v1beta2/localqueue_types.go): with admission fair
+    sharing, status.fairSharing.admissionFairSharingStatus {consumedResources, lastUpdate}; without it, no such part."""
+    status = {"fairSharing": {"weightedShare": 0}}
+    if gpus is not None:
+        status["fairSharing"]["admissionFairSharingStatus"] = {"consumedResources": {"nvidia.com/gpu": gpus, "cpu": "3"},
+                                                               "lastUpdate": updated}
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"clusterQueue": "shared"}, "status": status}
+
+
+# Two namespaces of one ClusterQueue: a's Workload (4 GPUs) was created first, b's (4 GPUs) a second later, and b's
+# was admitted first: one comparable pair, overtaken. b's second Workload (2 GPUs) asks less than a's, so a could not
+# have gone where it went: not comparable.
+GROUPS = {"a": {"namespace": "ns-a", "queue": "shared-queue", "cluster_queue": "shared", "admission_fair_sharing": True,
+                "gpus": 0, "weight": 2, "cluster_queue_gpus": 8},
+          "b": {"namespace": "ns-b", "queue": "shared-queue", "cluster_queue": "shared", "admission_fair_sharing": True,
+                "gpus": 0, "weight": 1, "cluster_queue_gpus": 8}}
+ORDER_JOBS = [{"name": "o-0", "tenant": "a", "gpus": 4}, {"name": "o-1", "tenant": "b", "gpus": 4},
+              {"name": "o-2", "tenant": "b", "gpus": 2}]
+ORDER_FACTS = [report.workload_facts(w, dict((j["name"], j) for j in ORDER_JOBS)) for w in (
+    workload("o-0", "u0", 0, 20, 50), workload("o-1", "u1", 1, 2, 30), workload("o-2", "u2", 2, 3, 30))]
+
+
+def test_overtakes_count_pairs_admitted_out_of_creation_order():
+    order = report.overtakes(ORDER_FACTS, {"a": "shared", "b": "shared"})
+    assert order == {"pairs": 1, "overtaken": 1, "by_group": {"a": 1}}
+    # Admitted in creation order: the pair counts, nothing overtaken.
+    in_order = [dict(ORDER_FACTS[0], reserved=ORDER_FACTS[0]["created"] + 1)] + ORDER_FACTS[1:]
+    assert report.overtakes(in_order, {"a": "shared", "b": "shared"}) == {"pairs": 1, "overtaken": 0, "by_group": {}}
+    # Groups of two ClusterQueues (two tenants) never compete in one queue: no pair.
+    assert report.overtakes(ORDER_FACTS, {"a": "team-a", "b": "team-b"})["pairs"] == 0
+    # A Workload's first reservation counts, not a later one after an eviction.
+    evicted = [dict(ORDER_FACTS[0], holds=[[ORDER_FACTS[0]["created"] + 1, ORDER_FACTS[0]["created"] + 5],
+                                           [ORDER_FACTS[0]["reserved"], ORDER_FACTS[0]["finished"]]])] + ORDER_FACTS[1:]
+    assert report.overtakes(evicted, {"a": "shared", "b": "shared"})["overtaken"] == 0
+
+
+def test_admission_evidence_needs_a_usage_above_zero_for_every_group_with_work():
+    reads = {"after_submission": [local_queue("ns-a", "shared-queue", "3500m"), local_queue("ns-b", "shared-queue", "1"),
+                                  local_queue("ns-a", "default", "0")],
+             "after_finish": [local_queue("ns-a", "shared-queue", "1200m"), local_queue("ns-b", "shared-queue", "0")]}
+    evidence = report.admission_evidence(reads, GROUPS, ORDER_FACTS)
+    assert evidence["on"] == ["a", "b"] and evidence["recorded"]
+    assert evidence["usage"]["a"] == {"after_submission": {"gpus": 3.5, "last_update": "2026-12-01T10:01:00Z"},
+                                      "after_finish": {"gpus": 1.2, "last_update": "2026-12-01T10:01:00Z"}}
+    assert evidence["weights"] == {"a": 2, "b": 1} and evidence["order"]["overtaken"] == 1
+    # kubernetes-sigs/kueue#11134: with a half-life of 0 Kueue writes the status and every usage stays 0.
+    zero = {"after_submission": [local_queue("ns-a", "shared-queue", "0"), local_queue("ns-b", "shared-queue", "0")]}
+    silent = report.admission_evidence(zero, GROUPS, ORDER_FACTS)
+    assert not silent["recorded"] and "usage above 0 in 0 of 2 groups: none for a, b" in silent["detail"]
+    # Admission fair sharing off for the ClusterQueue: Kueue keeps no usage, and nothing is claimed of it.
+    fifo = dict((g, dict(v, admission_fair_sharing=False)) for g, v in GROUPS.items())
+    off = report.admission_evidence({"after_submission": [local_queue("ns-a", "shared-queue")]}, fifo, ORDER_FACTS)
+    assert off["on"] == [] and not off["recorded"] and off["usage"]["a"]["after_submission"]["gpus"] is None
+    assert off["detail"] == "1 of 1 comparable pairs admitted out of creation order"
+
+
+def test_a_replay_of_namespaces_judges_no_guarantee_and_checks_the_usage():
+    plan = {"jobs": ORDER_JOBS, "capacity": 8, "compression": {"factor": 60, "floor": 25, "raised_to_floor": 0},
+            "window": {"start": 0, "seconds": 3600, "chosen": "busiest", "tasks": 3, "wall_seconds": 60},
+            "scaling": {"load_factor": 1.3, "trace_time_load": 1.0, "factor": 0.8, "trace_mean_demand": 10,
+                        "mean_demand": 8, "achieved_load": 1.0, "peak_demand": 8, "capped": 0, "thinned": 0},
+            "adapter": {}, "assignment": {"by": "hash into 2", "tenants": {"a": 1, "b": 2}}}
+    workloads = [workload("o-0", "u0", 0, 20, 50), workload("o-1", "u1", 1, 2, 30), workload("o-2", "u2", 2, 3, 30)]
+    zero = {"after_submission": [local_queue("ns-a", "shared-queue", "0"), local_queue("ns-b", "shared-queue", "0")]}
+    doc = report.replay_document("embedded", plan, {}, workloads, GROUPS, "2026-12-01T11:00:00Z", local_queues=zero)
+    names = [c["name"] for c in doc["checks"]]
+    assert not any("guarantee within" in n for n in names) and doc["guarantee"] is None
+    usage = [c for c in doc["checks"] if c["name"].startswith("Kueue recorded each group's usage")]
+    assert len(usage) == 1 and not usage[0]["passed"] and not doc["passed"]
+    # The shared ClusterQueue lends its 8 GPUs to the groups by weight: while a (weight 2) and b both waited (1 s to
+    # 3 s), a's reference was its 4 GPUs asked and b's the other 4; the lender itself is no row.
+    assert doc["share"]["contended_seconds"] == 2 and set(doc["share"]["tenants"]) == {"a", "b"}
+    assert doc["share"]["tenants"]["a"]["reference"] == 4 and doc["share"]["tenants"]["a"]["held"] == 0
+    assert doc["policy"] == "guarantees 0/0 GPUs, weights 2/1, borrowing limits -/-, sharing shared's 8 GPUs"
+    assert all(set(levels) <= {"a", "b"} for _t, levels in doc["reference_timeline"])
+    page = report.replay_markdown(doc)
+    assert "Not judged: the groups are namespaces of one ClusterQueue" in page
+    assert "| a | 2 | 1 | 0 |" in page, page
+    # Without the LocalQueues (an older role) there is no such section or check.
+    plain = report.replay_document("embedded", plan, {}, workloads, GROUPS, "2026-12-01T11:00:00Z")
+    assert plain["admission"] is None and len(plain["checks"]) == len(doc["checks"]) - 1

@@ -92,7 +92,21 @@ def test_tenant_queues_from_the_tenants_plan():
     tenants = [{"name": "a", "namespaces": ["a-ns", "a-2"], "weight": 2, "gpus": 4, "max_jobs": 100}]
     assert schedule.tenant_queues(tenants, "-queue") == {
         "a": {"namespace": "a-ns", "queue": "a-queue", "weight": 2, "gpus": 4, "borrowing_limit": None,
-              "lending_limit": None, "max_jobs": 100}}
+              "lending_limit": None, "max_jobs": 100, "cluster_queue": "a", "admission_fair_sharing": False}}
+
+
+def test_namespace_groups_share_their_tenants_cluster_queue():
+    tenants = [{"name": "shared", "namespaces": ["tenant-0", "tenant-1"], "weight": 1, "gpus": 16, "max_jobs": 400,
+                "admission_fair_sharing": True, "local_queue_weights": {"tenant-0": 2}}]
+    assert schedule.tenant_queues(tenants, "-queue", "namespaces") == {
+        "tenant-0": {"namespace": "tenant-0", "queue": "shared-queue", "weight": 2, "gpus": 0, "borrowing_limit": None,
+                     "lending_limit": None, "max_jobs": 400, "cluster_queue": "shared", "admission_fair_sharing": True,
+                     "cluster_queue_gpus": 16},
+        "tenant-1": {"namespace": "tenant-1", "queue": "shared-queue", "weight": 1, "gpus": 0, "borrowing_limit": None,
+                     "lending_limit": None, "max_jobs": 400, "cluster_queue": "shared", "admission_fair_sharing": True,
+                     "cluster_queue_gpus": 16}}
+    with pytest.raises(schedule.ScheduleError, match="replay_groups: 'users' is not tenants or namespaces"):
+        schedule.tenant_queues(tenants, "-queue", "users")
 
 
 def test_a_floor_below_the_pod_start_delay_is_refused():

@@ -30,6 +30,8 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import GPU_RESOURCE
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.quantity import parse_quantity
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.replay import fairness
 
 PREEMPTOR_UID = re.compile(r"UID: ([0-9a-fA-F-]{36})")
@@ -278,6 +280,90 @@ def guarantee_check(facts, tenants, bound):
                         "start": None if worst[2] is None else round(worst[2]["start"], 3)}}
 
 
+def overtakes(facts, cluster_queues):
+    """How far admission left first come, first served inside each ClusterQueue: the pairs of Workloads of two groups
+    of one ClusterQueue (``cluster_queues``: ``{group: ClusterQueue}``) where the later created was first admitted
+    before the earlier one while it asked at least as many GPUs, so the earlier one would have fitted where it went.
+    Kueue's BestEffortFIFO admits such a pair in creation order (it passes over an older Workload only when that one
+    does not fit); admission fair sharing reorders them by the groups' usage. Times are each Workload's first
+    reservation (its first hold). Returns ``{"pairs": comparable pairs, "overtaken": pairs out of creation order,
+    "by_group": {group: times its Workloads were overtaken}}``."""
+    firsts = []
+    for fact in facts:
+        holds = fact.get("holds") or ([[fact["reserved"], None]] if fact["reserved"] is not None else [])
+        if holds and fact["tenant"] in cluster_queues:
+            firsts.append((fact["created"], min(h[0] for h in holds), fact["gpus"], fact["tenant"]))
+    firsts.sort()
+    pairs, overtaken, by_group = 0, 0, {}
+    for index, (created, first, gpus, group) in enumerate(firsts):
+        for later_created, later_first, later_gpus, later_group in firsts[index + 1:]:
+            if later_created <= created or later_group == group or later_gpus < gpus \
+                    or cluster_queues[later_group] != cluster_queues[group]:
+                continue
+            pairs += 1
+            if later_first < first:
+                overtaken += 1
+                by_group[group] = by_group.get(group, 0) + 1
+    return {"pairs": pairs, "overtaken": overtaken, "by_group": by_group}
+
+
+def local_queue_usage(local_queue, resource):
+    """A LocalQueue's admission fair sharing usage of ``resource`` (``status.fairSharing.admissionFairSharingStatus
+    .consumedResources``, Kueue v0.19.2 apis/kueue/v1beta2/localqueue_types.go: the decayed GPUs it held) as a float,
+    and its ``lastUpdate``; ``(None, None)`` when Kueue keeps none (no admissionFairSharing in its Configuration; with
+    one, its LocalQueue controller keeps it for every LocalQueue, pkg/controller/core/localqueue_controller.go)."""
+    status = ((local_queue.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus")
+    if not status:
+        return None, None
+    value = (status.get("consumedResources") or {}).get(resource)
+    return (float(parse_quantity(value)) if value is not None else 0.0), status.get("lastUpdate")
+
+
+def admission_evidence(reads, groups, facts, resource=GPU_RESOURCE):
+    """Whether admission fair sharing acted, from what Kueue wrote and decided. ``reads``: ``{read: [LocalQueue]}``
+    (the replay reads them after the last submission and after the last Workload finished); ``groups``: the replay's
+    groups (``schedule.tenant_queues``: namespace, queue, cluster_queue, admission_fair_sharing, weight). Returns
+    ``{"on": [groups whose ClusterQueue has admission fair sharing], "usage": {group: {read: {"gpus", "last_update"}}},
+    "weights", "order": overtakes(...), "recorded": bool, "detail"}``: ``recorded`` when every group with admission
+    fair sharing and Workloads has a usage above 0 in some read (Kueue samples it; a half-life of 0 leaves it 0,
+    kubernetes-sigs/kueue#11134)."""
+    on = sorted(g for g, v in groups.items() if v.get("admission_fair_sharing"))
+    usage = {}
+    for read, local_queues in sorted((reads or {}).items()):
+        found = {}
+        for local_queue in local_queues or []:
+            metadata = local_queue.get("metadata") or {}
+            found[(metadata.get("namespace"), metadata.get("name"))] = local_queue
+        for group, queue in sorted(groups.items()):
+            gpus, updated = local_queue_usage(found.get((queue["namespace"], queue["queue"]), {}), resource)
+            usage.setdefault(group, {})[read] = {"gpus": None if gpus is None else round(gpus, 3),
+                                                 "last_update": updated}
+    with_work = set(f["tenant"] for f in facts)
+    silent = [g for g in on if g in with_work
+              and not any((sample["gpus"] or 0) > 0 for sample in usage.get(g, {}).values())]
+    order = overtakes(facts, dict((g, v.get("cluster_queue")) for g, v in groups.items()))
+    detail = "%d of %d comparable pairs admitted out of creation order" % (order["overtaken"], order["pairs"])
+    if on:
+        detail += "; usage above 0 in %d of %d groups%s" % (
+            len([g for g in on if g in with_work]) - len(silent), len([g for g in on if g in with_work]),
+            (": none for " + ", ".join(silent)) if silent else "")
+    return {"on": on, "usage": usage, "weights": dict((g, v.get("weight", 1)) for g, v in sorted(groups.items())),
+            "order": order, "recorded": bool(on) and not silent, "detail": detail}
+
+
+def shared_quotas(groups):
+    """The ClusterQueues the groups share, as lenders for ``fairness.fair_reference``: ``{"ClusterQueue/<name>":
+    {"gpus": its nominalQuota}}`` from the groups' ``cluster_queue`` and ``cluster_queue_gpus`` (namespaces of one
+    ClusterQueue, ``schedule.tenant_queues``). No group wants anything of its own, so the reference lends each
+    ClusterQueue's GPUs to its groups by their weight: the share admission fair sharing orders admission towards.
+    The key cannot be a group's (a namespace has no ``/``)."""
+    out = {}
+    for group in groups.values():
+        if group.get("cluster_queue") and group.get("cluster_queue_gpus") is not None:
+            out["ClusterQueue/" + group["cluster_queue"]] = {"gpus": group["cluster_queue_gpus"], "weight": 1}
+    return out
+
+
 def metric_table(results):
     """``{tenant: {metric: value}}`` of Prometheus instant vectors, ``{metric: [{"metric": {labels}, "value": [time,
     "value"]}]}`` (``/api/v1/query``'s ``data.result``); a sample's tenant is its ``cluster_queue`` label (the
@@ -307,7 +393,7 @@ def policy_label(tenants):
 
 
 def replay_document(cluster, plan, submitted, workloads, tenants, now, events=None, guarantee_bound=20.0,
-                    kueue_metrics=None, eviction_limit=10, fair_sharing=True):
+                    kueue_metrics=None, eviction_limit=10, fair_sharing=True, local_queues=None):
     """The report as one dict. ``plan``: replay_plan's result (jobs, adapter, assignment, window, compression,
     scaling) plus ``capacity``; ``submitted``: replay_submit's result; ``workloads``: the Workload objects read
     after the replay; ``tenants``: ``{tenant: {"weight", "gpus"}}`` (weights and guarantees); ``events``: the
@@ -315,7 +401,13 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
     a tenant may wait for GPUs within its guarantee; ``kueue_metrics``: what Kueue's own metrics said
     (``metric_table``'s input, reported beside the figures from the Workloads); ``eviction_limit``: the most
     evictions of one Workload before the run counts as a preemption loop (kubernetes-sigs/kueue#3779, #14543);
-    ``fair_sharing``: whether Kueue's Configuration has fairSharing (``share_check``)."""
+    ``fair_sharing``: whether Kueue's Configuration has fairSharing (``share_check``); ``local_queues``: the
+    LocalQueues as read during and after the replay, ``{read: [LocalQueue]}`` (``admission_evidence``; ``tenants``
+    then also carries each group's ``namespace``, ``queue``, ``cluster_queue`` and ``admission_fair_sharing``).
+
+    Groups without a guarantee of their own (the namespaces of one ClusterQueue, ``gpus`` 0 for all) get no
+    time-to-guarantee check: nothing is promised to them, so it could not fail. With admission fair sharing on for
+    any group, the check "Kueue recorded each group's usage" is added (``admission_evidence``)."""
     jobs = plan["jobs"]
     by_name = dict((j["name"], j) for j in jobs)
     facts = [f for f in (workload_facts(w, by_name) for w in workloads) if f is not None]
@@ -329,13 +421,18 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
     factor = plan["compression"]["factor"]
     names = sorted(set(j["tenant"] for j in jobs))
     quotas = dict((t, v or {}) for t, v in tenants.items())  # every declared tenant lends, with Jobs or not
-    steps = share_steps(facts, quotas=quotas)
+    guaranteed = any(v.get("gpus") for v in quotas.values())
+    # Groups without a guarantee share their ClusterQueue's: it lends its nominalQuota to them by weight.
+    judged = dict(quotas, **({} if guaranteed else shared_quotas(quotas)))
+    steps = share_steps(facts, quotas=judged)
     lost = lost_jobs(jobs, facts)
     admitted = set(f["job"] for f in facts if f["reserved"] is not None)
-    share = share_check(steps, plan["capacity"], quotas, fair_sharing)
+    share = share_check(steps, plan["capacity"], judged, fair_sharing)
+    share["tenants"] = dict((t, v) for t, v in share["tenants"].items() if t in quotas)
     guarantee = guarantee_check(facts, dict((t, tenants.get(t, {})) for t in names), guarantee_bound)
     unjudged = sum(v["unjudged"] for v in guarantee["tenants"].values())
     looping = sorted((f["evictions"], f["workload"]) for f in facts if f["evictions"] > eviction_limit)
+    admission = admission_evidence(local_queues, tenants, facts) if local_queues is not None else None
     checks = [
         {"name": "no Job lost", "passed": not lost, "detail": "%d of %d lost%s" % (
             len(lost), len(jobs), (": " + ", ".join(lost[:10])) if lost else "")},
@@ -345,15 +442,16 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
         {"name": "contended share within its tolerance of the fair reference (guarantee first, then by weight)"
          if fair_sharing else "contended share at least the guarantee part of the reference (fair sharing off)",
          "passed": share["passed"], "detail": share["detail"]},
-        {"name": "every tenant gets its guarantee within %g s" % guarantee_bound, "passed": guarantee["passed"],
-         "detail": "longest %g s (%s)%s%s" % (
-             guarantee["longest"]["seconds"], guarantee["longest"]["tenant"] or "-",
-             "; %d Workloads' histories incomplete" % incomplete if incomplete else "",
-             "; %d episodes not judged" % unjudged if unjudged else "")},
+    ] + ([{"name": "every tenant gets its guarantee within %g s" % guarantee_bound, "passed": guarantee["passed"],
+           "detail": "longest %g s (%s)%s%s" % (
+               guarantee["longest"]["seconds"], guarantee["longest"]["tenant"] or "-",
+               "; %d Workloads' histories incomplete" % incomplete if incomplete else "",
+               "; %d episodes not judged" % unjudged if unjudged else "")}] if guaranteed else []) + [
         {"name": "no Workload evicted more than %d times" % eviction_limit, "passed": not looping,
          "detail": "most %d%s" % (max([f["evictions"] for f in facts] or [0]), "; " + ", ".join(
              "%s %d" % (name, count) for count, name in reversed(looping[-5:])) if looping else "")},
-    ]
+    ] + ([{"name": "Kueue recorded each group's usage (admission fair sharing on for %s)" % ", ".join(admission["on"]),
+           "passed": admission["recorded"], "detail": admission["detail"]}] if admission and admission["on"] else [])
     start = min([f["created"] for f in facts] or [0])
     return {"cluster": cluster, "generated": now, "passed": all(c["passed"] for c in checks), "checks": checks,
             "capacity": plan["capacity"], "window": plan["window"], "compression": plan["compression"],
@@ -362,17 +460,20 @@ def replay_document(cluster, plan, submitted, workloads, tenants, now, events=No
             "submission": {"created": submitted.get("created"), "existing": submitted.get("existing"),
                            "lateness": submitted.get("lateness")},
             "tenants": tenant_figures(facts, names, factor), "share": share, "lost": lost,
-            "guarantee": guarantee, "beyond_guarantee": beyond_guarantee(facts, tenants, factor),
+            "guarantee": guarantee if guaranteed else None, "admission": admission,
+            "beyond_guarantee": beyond_guarantee(facts, tenants, factor) if guaranteed else [],
             "eviction_limit": eviction_limit, "histories_incomplete": incomplete, "kueue_metrics": metric_table(kueue_metrics),
             "wait_samples": dict((t, sorted(f["wait"] * factor for f in facts if f["tenant"] == t and f["wait"] is not None))
                                  for t in names),
             "idle_while_pending": idle_while_pending(facts, plan["capacity"]),
             "most_evictions": max([f["evictions"] for f in facts] or [0]),
             "workloads": len(facts),
-            "policy": policy_label(quotas) + ("" if fair_sharing else ", fair sharing off"),
+            "policy": policy_label(quotas) + ("" if fair_sharing else ", fair sharing off") + "".join(
+                ", sharing %s's %s GPUs" % (name.split("/", 1)[1], _cell(v["gpus"]))
+                for name, v in sorted(judged.items()) if name not in quotas),
             "timeline": [[round(t - start, 3), dict((k, v["held"]) for k, v in s.items())] for t, s in steps],
             "reference_timeline": [[round(t - start, 3), dict((k, round(v, 3)) for k, v in fairness.fair_reference(
-                plan["capacity"], dict((k, v["wanted"]) for k, v in s.items()), quotas, fair_sharing).items()
+                plan["capacity"], dict((k, v["wanted"]) for k, v in s.items()), judged, fair_sharing).items()
                 if k in s)]
                 for t, s in steps]}
 
@@ -462,8 +563,13 @@ def replay_markdown(doc):
                 v["over_bound"]))
         lines.append("")
     big = doc.get("beyond_guarantee") or []
-    lines += ["### Workloads larger than their tenant's guarantee", "",
-              "The time-to-guarantee does not see them: no guarantee promises them GPUs. %d of them." % len(big), ""]
+    if g:
+        lines += ["### Workloads larger than their tenant's guarantee", "",
+                  "The time-to-guarantee does not see them: no guarantee promises them GPUs. %d of them." % len(big),
+                  ""]
+    else:
+        lines += ["## Time-to-guarantee", "", "Not judged: the groups are namespaces of one ClusterQueue and none has "
+                  "a guarantee of its own (they share its nominalQuota), so nothing is promised to one of them.", ""]
     if big:
         lines += ["| Workload | tenant | GPUs | guarantee | wait (wall s / trace s) | evictions | why |",
                   "|---|---|---|---|---|---|---|"]
@@ -471,6 +577,24 @@ def replay_markdown(doc):
             b["workload"], b["tenant"], b["gpus"], b["guarantee"], _cell(b["wait"]), _cell(b["trace_wait"]),
             b["evictions"], b["why"]) for b in big]
         lines.append("")
+    admission = doc.get("admission")
+    if admission:
+        order = admission["order"]
+        reads = sorted(set(r for v in admission["usage"].values() for r in v))
+        lines += ["## Admission order and admission fair sharing", "",
+                  "Admission fair sharing on for: %s. Pairs of Workloads of two groups of one ClusterQueue, the later "
+                  "created asking at least the earlier's GPUs: %d; admitted out of creation order: %d (Kueue's "
+                  "BestEffortFIFO keeps such a pair in order; admission fair sharing reorders by usage)." % (
+                      ", ".join(admission["on"]) or "none", order["pairs"], order["overtaken"]), "",
+                  "| group | weight | overtaken | " + " | ".join("usage %s (GPUs)" % r for r in reads) + " |",
+                  "|---|---|---|" + "---|" * len(reads)]
+        for group, samples in sorted(admission["usage"].items()):
+            lines.append("| %s | %s | %d | %s |" % (group, _cell(admission["weights"].get(group)),
+                                                    order["by_group"].get(group, 0),
+                                                    " | ".join(_cell(samples.get(r, {}).get("gpus")) for r in reads)))
+        lines += ["", "Usage: the LocalQueue's status.fairSharing.admissionFairSharingStatus.consumedResources (GPUs "
+                  "held, decayed with the half-life), as read; `-`: Kueue keeps none (no admissionFairSharing in its "
+                  "Configuration).", ""]
     metrics = doc.get("kueue_metrics") or {}
     if metrics:
         names = sorted(set(k for v in metrics.values() for k in v))

@@ -198,12 +198,28 @@ def plan(rows, queues, capacity, largest, window_seconds, compression, floor, lo
             "compression": squeeze, "scaling": scaling, "trace_cluster": own, "capacity": capacity, "largest": largest}
 
 
-def tenant_queues(tenants, suffix):
-    """``{tenant: {"namespace", "queue", "weight", "gpus", "borrowing_limit", "lending_limit", "max_jobs"}}`` of
-    the tenants role's normalised tenants (GPUs; a limit None: none): a tenant's Jobs go to its first namespace and
-    its LocalQueue ``<name><suffix>``."""
-    return dict((t["name"], {"namespace": t["namespaces"][0], "queue": t["name"] + suffix,
-                             "weight": t.get("weight", 1), "gpus": t.get("gpus"),
-                             "borrowing_limit": t.get("borrowing_limit"), "lending_limit": t.get("lending_limit"),
-                             "max_jobs": t.get("max_jobs")})
-                for t in tenants)
+def tenant_queues(tenants, suffix, groups="tenants"):
+    """The replay's groups of the tenants role's normalised tenants, ``{group: {"namespace", "queue", "weight",
+    "gpus", "borrowing_limit", "lending_limit", "max_jobs", "cluster_queue", "admission_fair_sharing"}}`` (GPUs; a
+    limit None: none), the trace's tenants going one to one onto them by name.
+
+    ``groups`` tenants: one group per tenant, its Jobs on its first namespace and its LocalQueue ``<name><suffix>``.
+    ``groups`` namespaces: one group per namespace of every tenant (the namespaces of one ClusterQueue, for admission
+    fair sharing), with the namespace's ``local_queue_weights`` as its weight; a group has no guarantee of its own
+    (``gpus`` 0) and no limit, its tenant's ClusterQueue being the one quota they share (``cluster_queue_gpus``, the
+    tenant's guarantee). Raises ScheduleError for another ``groups``."""
+    if groups not in ("tenants", "namespaces"):
+        raise ScheduleError("replay_groups: %r is not tenants or namespaces" % (groups,))
+    out = {}
+    for t in tenants:
+        common = {"queue": t["name"] + suffix, "max_jobs": t.get("max_jobs"), "cluster_queue": t["name"],
+                  "admission_fair_sharing": bool(t.get("admission_fair_sharing"))}
+        if groups == "tenants":
+            out[t["name"]] = dict(common, namespace=t["namespaces"][0], weight=t.get("weight", 1), gpus=t.get("gpus"),
+                                  borrowing_limit=t.get("borrowing_limit"), lending_limit=t.get("lending_limit"))
+            continue
+        for namespace in t["namespaces"]:
+            out[namespace] = dict(common, namespace=namespace, gpus=0, borrowing_limit=None, lending_limit=None,
+                                  weight=(t.get("local_queue_weights") or {}).get(namespace, 1),
+                                  cluster_queue_gpus=t.get("gpus"))
+    return out
