@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -25,7 +25,8 @@ help:
 	@echo "make bench-scale-baseline Kueue's own scheduler performance baseline shape (v0.19.2 configs/baseline) beside upstream's bounds"
 	@echo "make replay     replay four busy days of the Alibaba GPU trace through Kueue on a cluster of its own (docs/replay.md: Replaying a real trace)"
 	@echo "make test-replay the replay of make test alone (tests/integration/test_98_replay.py, about 7 min)"
-	@echo "make replay-compare the same short replay under each Kueue policy, COMPARE_RUNS (3) times each, one comparison report (about 1.5 h)"
+	@echo "make replay-compare the same short replay under each Kueue policy, COMPARE_RUNS (3) times each, one comparison report (about 2.3 h)"
+	@echo "make replay-sweep   the same short replay under fair sharing at SWEEP_LOADS (0.5 1.0 1.3) x the GPUs, SWEEP_RUNS (3) times each, beside the model and the trace's own waits"
 	@echo "make replay-advise  search quotas meeting wait targets with a model, then prove them by a replay"
 	@echo "make noisy-neighbour a tenant's load alone and beside another's on this host's GPUs (NOISY_SECONDS, NOISY_REPEATS; docs/validation.md)"
 
@@ -147,7 +148,7 @@ replay: setup toolchain
 # run-<n>/), then one comparison report in results/replay-compare/ with each figure's min/median/max over the runs.
 # A policy whose replay checks fail still has its report; the comparison shows the checks.
 COMPARE_VARS := -e @inventories/replay-compare/compare.yml
-COMPARE_POLICIES ?= strict borrowing fair
+COMPARE_POLICIES ?= strict borrowing fair shared admission
 COMPARE_RUNS ?= 3
 replay-compare: setup toolchain
 	for policy in $(COMPARE_POLICIES); do for run in $$(seq 1 $(COMPARE_RUNS)); do \
@@ -160,6 +161,25 @@ replay-compare: setup toolchain
 	done; done
 	$(BIN)/ansible-playbook playbooks/replay_compare.yml \
 	  -e '{"replay_compare_policies": "$(COMPARE_POLICIES)", "replay_compare_runs": $(COMPARE_RUNS)}'
+
+# One policy (fair.yml) at several loads (multiples of the cluster's GPUs asked of the same window), SWEEP_RUNS times
+# each on a fresh cluster fairgpu-sweep (results/replay-sweep/load-<load>/run-<n>/), then one report with the model's
+# prediction and the trace's own waits beside (docs/replay.md "A load sweep").
+SWEEP_VARS := -e @inventories/replay-compare/compare.yml -e @inventories/replay-compare/policies/fair.yml \
+  -e @inventories/replay-compare/sweep.yml
+SWEEP_LOADS ?= 0.5 1.0 1.3
+SWEEP_RUNS ?= 3
+replay-sweep: setup toolchain
+	for load in $(SWEEP_LOADS); do for run in $$(seq 1 $(SWEEP_RUNS)); do \
+	  dir="$(CURDIR)/results/replay-sweep/load-$$load/run-$$run"; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml $(SWEEP_VARS) && \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/replay.yml $(SWEEP_VARS) -e replay_load_factor=$$load \
+	    -e replay_results_dir=$$dir; \
+	  echo "load $$load run $$run rc=$$?"; \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml $(SWEEP_VARS); \
+	done; done
+	$(BIN)/ansible-playbook playbooks/replay_sweep.yml \
+	  -e '{"replay_sweep_loads": "$(SWEEP_LOADS)", "replay_sweep_runs": $(SWEEP_RUNS)}'
 
 # The quota advisor: a model of Kueue's admission searches guarantees, borrowing limits and weights that meet the
 # wait targets (inventories/replay-compare/advise.yml) with the smallest sum of guarantees, then the

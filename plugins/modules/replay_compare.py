@@ -72,6 +72,14 @@ options:
       - "The wait targets the quota advisor was given, C({tenant: {p95: 3600}}) in trace seconds (keys p50, p95,
         max). Each policy with a prediction is checked against them."
     type: dict
+  same_jobs:
+    description:
+      - Whether the replays were made of the same Jobs (policies compared, the default). false for a load sweep
+        (C(make replay-sweep)), whose loads scale and thin the same window's tasks: the comparison then asks only
+        for the same window, and says so.
+    type: bool
+    default: true
+    version_added: 0.2.0
   error_bound:
     description:
       - The largest prediction error allowed on a targeted figure, as a fraction of its target (0.5, the model
@@ -94,12 +102,19 @@ RETURN = r"""
 comparison:
   description:
     - "The comparison as written to C(compare.json): C(policies), each C({name, description, settings, passed,
-      failed_checks, contended_seconds, idle_while_pending, most_evictions, jobs, lost, modelled, tenants}), where
+      failed_checks, contended_seconds, idle_while_pending, most_evictions, jobs, lost, modelled, load,
+      achieved_load, admission_order, tenants}) (C(load) the load asked of the replay and C(achieved_load) the one
+      it had, multiples of the cluster's GPUs; C(admission_order) per run the pairs admitted out of creation order,
+      C({on, pairs, overtaken, share, recorded}), empty without the report's section), where
       C(tenants) holds per tenant C({jobs, not_admitted, p50, p95, max, trace_gpu_hours, preempted, caused, held,
       reference, tolerance, share_within_tolerance, model}): waits in trace seconds, GPU-hours in trace hours,
       shares in GPUs (C(reference) Kueue's promise, guarantee first and then the unused quota by weight),
       C(model) the predicted C({p50, p95, max, not_admitted, preempted}) or absent."
-    - Also C(generated), C(same_replay) (every report has the same window and Jobs), C(window), C(compression) and C(capacity) of the first report.
+    - Also C(generated), C(same_replay) (every report has the same window and Jobs, or with O(same_jobs) false the
+      same window), C(same_jobs), C(trace_cluster) (the trace's own cluster in the window, of the first report that
+      has it, or null), C(differences) and C(order_differences) (each pair of policies on wait p95 per tenant, and
+      on the share admitted out of order; C(differs) only where the runs' ranges do not overlap), C(window),
+      C(compression) and C(capacity) of the first report.
   returned: always
   type: dict
 markdown:
@@ -173,6 +188,7 @@ def main():
             )),
             targets=dict(type="dict"),
             error_bound=dict(type="float", default=0.5),
+            same_jobs=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -192,7 +208,8 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if params["error_bound"] <= 0:
         module.fail_json(msg="error_bound: a fraction of each target above 0, got %s" % params["error_bound"])
-    doc = compare_document(policies, now, targets=params["targets"], error_bound=params["error_bound"])
+    doc = compare_document(policies, now, targets=params["targets"], error_bound=params["error_bound"],
+                           same_jobs=params["same_jobs"])
     failed = ["%s: failed \"%s\": %s" % (p["name"], c["name"], c["detail"]) for p in doc["policies"]
               for c in (p.get("advice") or {}).get("checks", []) if not c["passed"]]
     paths = dict((k, os.path.join(params["path"], name)) for k, name in

@@ -185,3 +185,63 @@ def test_replay_compare_reads_every_run(tmp_path, capsys):
     missing = run_main(replay_compare, {"path": str(tmp_path / "out"), "policies": [
         {"name": "fair", "report": paths[0], "runs": [paths[0], str(tmp_path / "gone.json")]}]}, capsys)
     assert missing["failed"] and missing["msg"].startswith("policies[fair].runs: cannot read")
+
+
+def ordered(name, overtaken, on=("a",), recorded=True, pairs=100):
+    """One policy's runs, each report with an admission section (report.admission_evidence) saying ``overtaken`` of
+    ``pairs`` comparable pairs were admitted out of creation order."""
+    reports = [dict(report(10), admission={"on": list(on), "recorded": recorded,
+                                           "order": {"pairs": pairs, "overtaken": n, "by_group": {}}})
+               for n in overtaken]
+    return {"name": name, "report": reports[0], "runs": reports}
+
+
+@pytest.mark.parametrize("fifo, afs, claim", [
+    ([0, 1, 0], [20, 31, 25], True),      # 0-1 % against 20-31 %: differs
+    ([0, 1, 22], [20, 31, 25], False),    # the ranges overlap: no difference shown
+    ([0], [20, 31, 25], None),            # one run: not claimed
+])
+def test_admission_order_against_first_come_first_served(fifo, afs, claim):
+    doc = compare.compare_document([ordered("shared", fifo, on=()), ordered("admission", afs)], "now")
+    (difference,) = doc["order_differences"]
+    assert (difference["lower"], difference["higher"], difference["differs"]) == ("shared", "admission", claim)
+    assert doc["policies"][1]["admission_order"][0] == {"on": ["a"], "pairs": 100, "overtaken": afs[0],
+                                                        "share": afs[0] / 100.0, "recorded": True}
+    page = compare.compare_markdown(doc)
+    assert "## Admission order" in page
+    assert "| admission | a | %s | yes, yes, yes |" % ", ".join("%d / 100" % n for n in afs) in page, page
+    assert "| shared | none | " in page and page.split("| shared | none | ")[1].split("\n")[0].endswith("| - |")
+    assert {True: "- differs: shared", False: "- no difference shown: shared",
+            None: "- one run, not claimed: shared"}[claim] in page, page
+
+
+def test_reports_without_an_admission_section_have_no_such_table():
+    doc = compare.compare_document([with_runs("fair", [1800, 2000, 2200])], "now")
+    assert doc["policies"][0]["admission_order"] == [] and doc["order_differences"] == []
+    assert "## Admission order" not in compare.compare_markdown(doc)
+
+
+def at_load(load, achieved, tasks, own=None):
+    """A report of the same window at another load: its Jobs differ (scaled and thinned), the window does not."""
+    return dict(report(10), window={"start": 100, "seconds": 21600, "tasks": tasks},
+                scaling={"load_factor": load, "achieved_load": achieved}, trace_cluster=own)
+
+
+def test_a_load_sweep_is_the_same_window_with_other_jobs_and_the_traces_own_waits_beside():
+    own = {"gpus": 6212, "mean_demand": 46.945, "load": 0.00756,
+           "waits": {"p50": 1, "p95": 104, "max": 1431, "never_scheduled": 1}}
+    sweep = [{"name": "load 0.5", "report": at_load(0.5, 0.61, 25)},
+             {"name": "load 1.3", "report": at_load(1.3, 1.5, 63, own)}]
+    doc = compare.compare_document(sweep, "now", same_jobs=False)
+    assert doc["same_replay"] and doc["trace_cluster"] == own
+    assert [(p["load"], p["achieved_load"]) for p in doc["policies"]] == [(0.5, 0.61), (1.3, 1.5)]
+    page = compare.compare_markdown(doc, title="fairgpu replay: one policy at several loads")
+    assert "The same window at each load: 21600 s of trace from 100 s" in page, page
+    assert ("the tasks created in the window waited p50 1 / p95 104 / max 1431 trace seconds there (0.00 / 0.03 / "
+            "0.40 h), 1 never scheduled") in page
+    assert "| load 0.5 | - | 0.5 / 0.61 | passed |" in page, page
+    # Compared as policies, the same reports are not the same replay.
+    assert not compare.compare_document(sweep, "now")["same_replay"]
+    other = [sweep[0], {"name": "load 1.3", "report": dict(at_load(1.3, 1.5, 63), window={"start": 5, "seconds": 21600,
+                                                                                          "tasks": 63})}]
+    assert "(NOT the same window)" in compare.compare_markdown(compare.compare_document(other, "now", same_jobs=False))

@@ -80,6 +80,41 @@ def differences(policies, figure="p95"):
     return out
 
 
+def admission_orders(reports):
+    """Per run of one policy, what its report says of admission order (``report.admission_evidence``): ``[{"on":
+    groups with admission fair sharing, "pairs", "overtaken", "share": overtaken / pairs, "recorded"}]``; empty when
+    the reports have no such section (replays before it)."""
+    out = []
+    for report in reports:
+        admission = report.get("admission")
+        if not admission:
+            continue
+        order = admission["order"]
+        out.append({"on": admission["on"], "pairs": order["pairs"], "overtaken": order["overtaken"],
+                    "share": round(order["overtaken"] / float(order["pairs"]), 4) if order["pairs"] else None,
+                    "recorded": admission["recorded"]})
+    return out
+
+
+def order_differences(policies):
+    """Pairs of policies whose shares of comparable pairs admitted out of creation order (``admission_orders``)
+    differ: ``[{"lower", "higher", "lower_range", "higher_range", "differs"}]``, ``differs`` only when the ranges
+    over the runs do not overlap, None (not claimed) with a single run on either side."""
+    ranked = []
+    for policy in policies:
+        shares = [o["share"] for o in policy.get("admission_order") or [] if o["share"] is not None]
+        if shares:
+            ranked.append((policy["name"], min(shares), statistics.median(shares), max(shares), len(shares)))
+    out = []
+    for index, first in enumerate(ranked):
+        for second in ranked[index + 1:]:
+            low, high = (first, second) if first[2] <= second[2] else (second, first)
+            out.append({"lower": low[0], "higher": high[0], "lower_range": [low[1], low[3]],
+                        "higher_range": [high[1], high[3]],
+                        "differs": None if min(low[4], high[4]) < 2 else low[3] < high[1]})
+    return out
+
+
 def _missed_part(row):
     """Which part of the model missed a tenant's measured waits, from the figures beside them: the evictions
     (preemption losses), the GPU-hours reserved (the replay counts every hold, those an eviction cut short too,
@@ -133,11 +168,14 @@ def advice_checks(policy, targets, error_bound):
     return {"checks": checks, "errors": errors, "passed": all(c["passed"] for c in checks)}
 
 
-def compare_document(policies, now, targets=None, error_bound=0.5):
+def compare_document(policies, now, targets=None, error_bound=0.5, same_jobs=True):
     """``policies``: ``[{"name", "description", "report", "prediction"?, "settings"?, "runs"?}]`` in order
     (``runs``: the reports of every run of the policy, ``report`` among them, summarised by ``run_spread``). With
     ``targets`` (the advisor's), each policy with a prediction also carries ``advice`` (``advice_checks``).
-    Returns the comparison as one dict, with ``differences`` (wait p95 per tenant between policies with runs)."""
+    ``same_jobs`` false: a load sweep, whose replays differ in their Jobs by design (each load scales and thins the
+    window's tasks); then ``same_replay`` asks only for the same window. Returns the comparison as one dict, with
+    ``differences`` (wait p95 per tenant between policies with runs) and ``trace_cluster`` (the trace's own cluster
+    in the window, from the first report that has it)."""
     out = []
     for policy in policies:
         report = policy["report"]
@@ -148,16 +186,23 @@ def compare_document(policies, now, targets=None, error_bound=0.5):
                     "idle_while_pending": report.get("idle_while_pending", {}).get("share"),
                     "most_evictions": report.get("most_evictions"), "jobs": report["window"]["tasks"],
                     "lost": len(report.get("lost", [])), "tenants": policy_rows(policy),
-                    "modelled": bool(policy.get("prediction"))})
+                    "modelled": bool(policy.get("prediction")),
+                    "load": report.get("scaling", {}).get("load_factor"),
+                    "achieved_load": report.get("scaling", {}).get("achieved_load")})
         if targets and policy.get("prediction"):
             out[-1]["advice"] = advice_checks(out[-1], targets, error_bound)
         if policy.get("runs"):
             out[-1]["spread"] = run_spread(policy["runs"])
             out[-1]["runs_passed"] = [r["passed"] for r in policy["runs"]]
+        out[-1]["admission_order"] = admission_orders(policy.get("runs") or [report])
     first = policies[0]["report"] if policies else {}
     reports = [r for p in policies for r in (p.get("runs") or [p["report"]])]
-    same = len(set((r["window"]["start"], r["window"]["tasks"]) for r in reports)) <= 1
-    return {"generated": now, "policies": out, "same_replay": same, "differences": differences(out),
+    same = len(set((r["window"]["start"], r["window"]["seconds"] if not same_jobs else r["window"]["tasks"])
+                   for r in reports)) <= 1
+    own = next((r["trace_cluster"] for r in reports if r.get("trace_cluster")), None)
+    return {"generated": now, "policies": out, "same_replay": same, "same_jobs": same_jobs, "trace_cluster": own,
+            "differences": differences(out),
+            "order_differences": order_differences(out),
             "window": first.get("window"), "compression": first.get("compression"), "capacity": first.get("capacity")}
 
 
@@ -183,10 +228,25 @@ def _range(figure, show):
 def compare_markdown(doc, title="fairgpu replay: policies compared"):
     """The comparison as Markdown: one table, a row per policy and tenant."""
     w, c = doc.get("window") or {}, doc.get("compression") or {}
-    lines = ["# %s" % title, "", "Generated %s. The same replay under each policy%s: %s s of trace from %s s, %s "
-             "Jobs, %sx compressed, %s GPUs." % (doc["generated"], "" if doc["same_replay"] else " (NOT the same window)",
-                                                 w.get("seconds"), w.get("start"), w.get("tasks"), c.get("factor"),
-                                                 doc.get("capacity")), "",
+    if doc.get("same_jobs", True):
+        what = "The same replay under each policy%s: %s s of trace from %s s, %s Jobs, %sx compressed, %s GPUs." % (
+            "" if doc["same_replay"] else " (NOT the same window)", w.get("seconds"), w.get("start"), w.get("tasks"),
+            c.get("factor"), doc.get("capacity"))
+    else:
+        what = ("The same window at each load%s: %s s of trace from %s s, its tasks' GPUs scaled and thinned to the "
+                "load asked of %s GPUs (the Jobs differ between loads), %sx compressed." % (
+                    "" if doc["same_replay"] else " (NOT the same window)", w.get("seconds"), w.get("start"),
+                    doc.get("capacity"), c.get("factor")))
+    lines = ["# %s" % title, "", "Generated %s. %s" % (doc["generated"], what), ""]
+    own = doc.get("trace_cluster")
+    if own:
+        lines += ["The trace's own cluster in this window (its node list): %s GPUs held on average of %s, a load of %s; "
+                  "the tasks created in the window waited p50 %s / p95 %s / max %s trace seconds there (%s / %s / %s h), "
+                  "%s never scheduled." % (
+                      own["mean_demand"], own["gpus"], own["load"], own["waits"]["p50"], own["waits"]["p95"],
+                      own["waits"]["max"], _hours(own["waits"]["p50"]), _hours(own["waits"]["p95"]),
+                      _hours(own["waits"]["max"]), own["waits"].get("never_scheduled", 0)), ""]
+    lines += [
              "Waits in trace hours (creation to the last QuotaReserved, x the compression); `model` is the fast "
              "model's prediction for the same Jobs (plugins/module_utils/replay/model.py). Share: mean GPUs held "
              "while two or more tenants had pending work, against the fair reference (guarantee first, then the "
@@ -202,11 +262,11 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
                 _hours(r["max"]), ("%s / %s / %s" % (_hours(m["p50"]), _hours(m["p95"]), _hours(m["max"])))
                 if m else "-", _c(r["trace_gpu_hours"]), r["preempted"], r["caused"], _c(r["held"]),
                 _c(r["reference"]), _c(r["tolerance"]), _c(r["share_within_tolerance"])))
-    lines += ["", "| policy | what | checks | contention (wall s) | idle while pending | most evictions of one |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| policy | what | load asked / achieved | checks | contention (wall s) | idle while pending | "
+              "most evictions of one |", "|---|---|---|---|---|---|---|"]
     for policy in doc["policies"]:
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
-            policy["name"], policy["description"] or "-",
+        lines.append("| %s | %s | %s / %s | %s | %s | %s | %s |" % (
+            policy["name"], policy["description"] or "-", _c(policy.get("load")), _c(policy.get("achieved_load")),
             "passed" if policy["passed"] else "FAILED: " + "; ".join(policy["failed_checks"]),
             _c(policy["contended_seconds"]), _c(policy["idle_while_pending"]), _c(policy["most_evictions"])))
     spreads = [p for p in doc["policies"] if p.get("spread")]
@@ -231,6 +291,28 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
             else "one run, not claimed", d["lower"], "-".join(_hours(v) for v in d["lower_range"]),
             "below" if d["differs"] else "against", d["higher"], "-".join(_hours(v) for v in d["higher_range"]))
             for d in doc.get("differences") or []]
+    ordered = [p for p in doc["policies"] if p.get("admission_order")]
+    if ordered:
+        lines += ["", "## Admission order", "",
+                  "Pairs of Workloads of two groups of one ClusterQueue where the later created asked at least the "
+                  "earlier's GPUs, and how many of them Kueue admitted out of creation order, per run (BestEffortFIFO "
+                  "keeps such a pair in order; admission fair sharing reorders by usage). Usage recorded: Kueue kept "
+                  "a usage above 0 for every group with admission fair sharing (the evidence that it was on).", "",
+                  "| policy | admission fair sharing on | out of order / pairs, per run | usage recorded |",
+                  "|---|---|---|---|"]
+        for policy in ordered:
+            runs = policy["admission_order"]
+            lines.append("| %s | %s | %s | %s |" % (
+                policy["name"], ", ".join(runs[0]["on"]) or "none",
+                ", ".join("%d / %d" % (o["overtaken"], o["pairs"]) for o in runs),
+                ", ".join(_c(o["recorded"]) for o in runs) if runs[0]["on"] else "-"))
+        lines += ["", "Differences in the share admitted out of order (claimed only where the ranges of the runs do "
+                  "not overlap):", ""]
+        lines += ["- %s: %s %s %s %s" % (
+            "differs" if d["differs"] else "no difference shown" if d["differs"] is False else "one run, not claimed",
+            d["lower"], "-".join(_c(v) for v in d["lower_range"]), "below" if d["differs"] else "against",
+            "%s %s" % (d["higher"], "-".join(_c(v) for v in d["higher_range"])))
+            for d in doc.get("order_differences") or []]
     for policy in doc["policies"]:
         advice = policy.get("advice")
         if not advice:
