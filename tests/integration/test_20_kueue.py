@@ -92,8 +92,9 @@ def test_kueue_runs_with_admission_fair_sharing_and_takes_fairgpus_objects_for_i
     and LocalQueues (fairSharing.weight) of a tenant with admission_fair_sharing, as fairgpu builds them, pass the
     API server's schema and Kueue's webhooks (server-side dry run: nothing is created)."""
     with open(os.path.join(KUEUE_DIR, "config.yaml")) as handle:
-        assert yaml.safe_load(handle)["admissionFairSharing"] == {"usageHalfLifeTime": "10m",
-                                                                  "usageSamplingInterval": "1m"}
+        assert yaml.safe_load(handle)["admissionFairSharing"] == {
+            "usageHalfLifeTime": "10m", "usageSamplingInterval": "1m",
+            "resourceWeights": {"cpu": 0, "memory": 0, "pods": 0}}
     wait_until(lambda: ((kueue.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues",
                                                             "team-a-queue").get("status") or {}).get("fairSharing")
                         or {}).get("admissionFairSharingStatus") is not None, 90,

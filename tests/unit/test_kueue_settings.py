@@ -160,9 +160,15 @@ def test_admission_fair_sharing_is_there_only_when_set(mode):
         assert "admissionFairSharing" not in settings.configuration({"kueue_admission_fair_sharing": off},
                                                                     "kueue-system", mode)
     assert "admissionFairSharing" not in settings.configuration({}, "kueue-system", mode)
+    # Without resourceWeights the accelerators alone make the usage: memory counts in bytes (a Job's 2Gi would
+    # outweigh its GPUs a billion times) and cpu and pods would count beside them.
     on = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "5s"}
     assert settings.configuration({"kueue_admission_fair_sharing": on}, "kueue-system", mode)[
-        "admissionFairSharing"] == on
+        "admissionFairSharing"] == dict(on, resourceWeights={"cpu": 0, "memory": 0, "pods": 0})
+    # An interval left out is Kueue's default, written out; weights given are the inventory's.
+    given = {"usageHalfLifeTime": "1h", "resourceWeights": {"nvidia.com/gpu": 2}}
+    assert settings.configuration({"kueue_admission_fair_sharing": given}, "kueue-system", mode)[
+        "admissionFairSharing"] == dict(given, usageSamplingInterval="5m")
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -172,7 +178,11 @@ def test_admission_fair_sharing_is_there_only_when_set(mode):
      ["kueue_admission_fair_sharing.usageHalfLifeTime: '0s'"]),
     ({"usageHalfLifeTime": "-1h", "usageSamplingInterval": "5m"},
      ["kueue_admission_fair_sharing.usageHalfLifeTime: '-1h'"]),
-    ({"usageHalfLifeTime": "1h"}, ["kueue_admission_fair_sharing.usageSamplingInterval: None"]),
+    ({"usageHalfLifeTime": "1h"}, []),
+    ({"usageHalfLifeTime": "10m"},
+     ["kueue_admission_fair_sharing.usageSamplingInterval: 5m is more than a quarter of usageHalfLifeTime 10m"]),
+    ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "0s"},
+     ["kueue_admission_fair_sharing.usageSamplingInterval: '0s'; give a Go duration above 0"]),
     ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5 minutes"},
      ["kueue_admission_fair_sharing.usageSamplingInterval: '5 minutes'"]),
     # Sampling not well below the half-life: the usage would be the last sample's.
@@ -184,7 +194,9 @@ def test_admission_fair_sharing_is_there_only_when_set(mode):
      ["kueue_admission_fair_sharing: usageSamplingInterval 100ms against usageHalfLifeTime 100000h moves the usage by"]),
     ({"usageHalfLifeTime": "168h", "usageSamplingInterval": "5m"}, []),
     ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m", "resourceWeights": {"cpu": -1}},
-     ["kueue_admission_fair_sharing.resourceWeights.cpu: -1 is not a number >= 0"]),
+     ["kueue_admission_fair_sharing.resourceWeights.cpu: -1 is not a finite number >= 0"]),
+    ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m", "resourceWeights": {"cpu": float("nan")}},
+     ["kueue_admission_fair_sharing.resourceWeights.cpu: nan is not a finite number >= 0"]),
     ({"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m", "halfLife": "1h"},
      ["kueue_admission_fair_sharing.halfLife: unknown key"]),
     ("1h", ["kueue_admission_fair_sharing: '1h' is not a mapping"]),

@@ -233,9 +233,15 @@ ORDER_FACTS = [report.workload_facts(w, dict((j["name"], j) for j in ORDER_JOBS)
 def test_overtakes_count_pairs_admitted_out_of_creation_order():
     order = report.overtakes(ORDER_FACTS, {"a": "shared", "b": "shared"})
     assert order == {"pairs": 1, "overtaken": 1, "by_group": {"a": 1}}
-    # Admitted in creation order: the pair counts, nothing overtaken.
-    in_order = [dict(ORDER_FACTS[0], reserved=ORDER_FACTS[0]["created"] + 1)] + ORDER_FACTS[1:]
+    # Admitted in creation order (the same second): the pair counts, nothing overtaken.
+    in_order = [dict(ORDER_FACTS[0], reserved=ORDER_FACTS[0]["created"] + 2)] + ORDER_FACTS[1:]
     assert report.overtakes(in_order, {"a": "shared", "b": "shared"}) == {"pairs": 1, "overtaken": 0, "by_group": {}}
+    # b created once a was admitted: they never waited together, no pair (however the trace runs on).
+    apart = [dict(ORDER_FACTS[0], reserved=ORDER_FACTS[0]["created"] + 1)] + ORDER_FACTS[1:]
+    assert report.overtakes(apart, {"a": "shared", "b": "shared"})["pairs"] == 0
+    # A Workload whose earlier holds are unknown (history incomplete) says nothing of its first reservation.
+    unknown = [dict(ORDER_FACTS[0], unknown=[0, 20])] + ORDER_FACTS[1:]
+    assert report.overtakes(unknown, {"a": "shared", "b": "shared"})["pairs"] == 0
     # Groups of two ClusterQueues (two tenants) never compete in one queue: no pair.
     assert report.overtakes(ORDER_FACTS, {"a": "team-a", "b": "team-b"})["pairs"] == 0
     # A Workload's first reservation counts, not a later one after an eviction.
@@ -256,7 +262,18 @@ def test_admission_evidence_needs_a_usage_above_zero_for_every_group_with_work()
     # kubernetes-sigs/kueue#11134: with a half-life of 0 Kueue writes the status and every usage stays 0.
     zero = {"after_submission": [local_queue("ns-a", "shared-queue", "0"), local_queue("ns-b", "shared-queue", "0")]}
     silent = report.admission_evidence(zero, GROUPS, ORDER_FACTS)
-    assert not silent["recorded"] and "usage above 0 in 0 of 2 groups: none for a, b" in silent["detail"]
+    assert not silent["recorded"]
+    assert "usage above 0 in 0 of 2 groups with admitted Workloads: none for a, b" in silent["detail"]
+    # A group none of whose Workloads was admitted has no usage to show; with no admitted Workload at all nothing is
+    # recorded, so nothing is claimed.
+    pending = [dict(ORDER_FACTS[0], reserved=None, holds=[])] + ORDER_FACTS[1:]
+    partial = report.admission_evidence({"after_submission": [local_queue("ns-b", "shared-queue", "1")]}, GROUPS, pending)
+    assert partial["recorded"] and "usage above 0 in 1 of 1 groups with admitted Workloads" in partial["detail"]
+    nothing = [dict(f, reserved=None, holds=[]) for f in ORDER_FACTS]
+    assert not report.admission_evidence(zero, GROUPS, nothing)["recorded"]
+    # What a read holds that is no object is passed over.
+    assert report.admission_evidence({"after_submission": [None, "x"]}, GROUPS, ORDER_FACTS)["usage"]["a"][
+        "after_submission"] == {"gpus": None, "last_update": None}
     # Admission fair sharing off for the ClusterQueue: Kueue keeps no usage, and nothing is claimed of it.
     fifo = dict((g, dict(v, admission_fair_sharing=False)) for g, v in GROUPS.items())
     off = report.admission_evidence({"after_submission": [local_queue("ns-a", "shared-queue")]}, fifo, ORDER_FACTS)
@@ -284,7 +301,7 @@ def test_a_replay_of_namespaces_judges_no_guarantee_and_checks_the_usage():
     assert doc["policy"] == "guarantees 0/0 GPUs, weights 2/1, borrowing limits -/-, sharing shared's 8 GPUs"
     assert all(set(levels) <= {"a", "b"} for _t, levels in doc["reference_timeline"])
     page = report.replay_markdown(doc)
-    assert "Not judged: the groups are namespaces of one ClusterQueue" in page
+    assert "Not judged: no group has a guarantee of its own" in page
     assert "| a | 2 | 1 | 0 |" in page, page
     # Without the LocalQueues (an older role) there is no such section or check.
     plain = report.replay_document("embedded", plan, {}, workloads, GROUPS, "2026-12-01T11:00:00Z")

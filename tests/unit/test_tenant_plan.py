@@ -117,9 +117,11 @@ def test_tenant_role_cannot_unsuspend_or_touch_quota():
      "tenants_list[0] (team-a).local_queue_weights: Kueue reads a LocalQueue's weight only for admission fair sharing"),
     ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-b": 2}), TEAMS[1]],
      "tenants_list[0] (team-a).local_queue_weights: 'team-b' is not one of the tenant's namespaces team-a"),
-    # kubernetes-sigs/kueue#13479: a LocalQueue of weight 0 went first while idle.
+    # A LocalQueue of weight 0 has an infinite usage (Kueue v0.19.2 CalculateUsage), first while idle before
+    # kubernetes-sigs/kueue#13479.
     ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-a": 0}), TEAMS[1]],
-     "tenants_list[0] (team-a).local_queue_weights: team-a: the weight must be a number > 0, got 0"),
+     "tenants_list[0] (team-a).local_queue_weights: team-a: the weight must be a number > 0, got 0 (a 0 makes the "
+     "queue's usage infinite"),
     ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights=[2]), TEAMS[1]],
      "tenants_list[0] (team-a).local_queue_weights: give a mapping of the tenant's namespace to a weight > 0"),
 ])

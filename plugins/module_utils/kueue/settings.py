@@ -64,6 +64,14 @@ DEFAULTS = {
 # consumedResources towards its current usage by alpha = 1 - 0.5^(interval / usageHalfLifeTime), and charges a
 # Workload's requests times alpha at admission (the entry penalty).
 AFS_KEYS = ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights")
+# Kueue's default interval (apis/config/v1beta2/defaults.go), written out when the inventory leaves it out.
+AFS_DEFAULT_INTERVAL = "5m"
+# The usage sums every resource a LocalQueue's admitted Workloads hold, each times its resourceWeights entry, 1 when
+# absent (admission_fair_sharing.go CalculateUsage; the localqueue controller samples GetAdmittedUsage, every covered
+# resource). fairgpu's ClusterQueues cover cpu, memory and pods beside the accelerator, and memory counts in bytes, so
+# with no weights a Job's 2Gi outweighs its GPUs a billion times. Without resourceWeights fairgpu writes these, so
+# that the accelerators alone (nvidia.com/gpu, nvidia.com/mig-*: weight 1) make the usage.
+AFS_DEFAULT_RESOURCE_WEIGHTS = {"cpu": 0, "memory": 0, "pods": 0}
 # The interval at most this part of the half-life: one sample then moves the usage by at most 1 - 0.5^(1/4) = 16 %,
 # so the usage is a history of some ten samples and not the last sample (at interval = half-life each sample moves it
 # by half, and the order follows whoever holds the most now).
@@ -152,7 +160,11 @@ def configuration(settings, namespace, mode, local=None):
     # tenants' admission_fair_sharing), and only with this section (pkg/util/admissionfairsharing Enabled).
     admission = _get(settings, "kueue_admission_fair_sharing")
     if admission:
-        config["admissionFairSharing"] = dict((key, admission[key]) for key in AFS_KEYS if key in admission)
+        config["admissionFairSharing"] = {
+            "usageHalfLifeTime": admission.get("usageHalfLifeTime"),
+            "usageSamplingInterval": admission.get("usageSamplingInterval") or AFS_DEFAULT_INTERVAL,
+            "resourceWeights": admission["resourceWeights"] if admission.get("resourceWeights") is not None
+            else dict(AFS_DEFAULT_RESOURCE_WEIGHTS)}
     if mode == "local":
         local = local or {}
         return _merge(config, {
@@ -214,7 +226,8 @@ def usage_alpha(interval_seconds, half_life_seconds):
 
 
 def admission_fair_sharing_errors(value, gates=None):
-    """Messages for ``kueue_admission_fair_sharing`` (null or {} is off), each naming the field and the fix.
+    """Messages for ``kueue_admission_fair_sharing`` (null or {} is off; usageSamplingInterval absent is Kueue's
+    default of 5m), each naming the field and the fix.
     Refused beyond what Kueue refuses (it takes a half-life of 0 and any interval): no half-life or 0, which makes
     every LocalQueue's usage 0 and admission a silent FIFO (kubernetes-sigs/kueue#11134); an interval above a
     quarter of the half-life (``AFS_MAX_INTERVAL_PART``); one sample moving the usage by less than ``AFS_MIN_ALPHA``
@@ -228,34 +241,36 @@ def admission_fair_sharing_errors(value, gates=None):
     errors = ["%s.%s: unknown key; the keys are %s" % (where, key, ", ".join(AFS_KEYS))
               for key in sorted(str(k) for k in value if k not in AFS_KEYS)]
     half_life = _seconds(value.get("usageHalfLifeTime"))
-    interval = _seconds(value.get("usageSamplingInterval"))
+    interval = _seconds(value.get("usageSamplingInterval") or AFS_DEFAULT_INTERVAL)
     if half_life is None or half_life <= 0:
         errors.append("%s.usageHalfLifeTime: %r; give a Go duration above 0 such as 1h. Absent or 0, Kueue keeps every "
                       "LocalQueue's usage at 0 and admits first come, first served without a word "
                       "(kubernetes-sigs/kueue#11134)" % (where, value.get("usageHalfLifeTime")))
     if interval is None or interval <= 0:
-        errors.append("%s.usageSamplingInterval: %r; give a Go duration above 0 such as 5m (Kueue's default)"
-                      % (where, value.get("usageSamplingInterval")))
+        errors.append("%s.usageSamplingInterval: %r; give a Go duration above 0 such as 5m, or leave it out for "
+                      "Kueue's default of 5m" % (where, value.get("usageSamplingInterval")))
     if half_life and interval and half_life > 0 and interval > 0:
         if interval * AFS_MAX_INTERVAL_PART > half_life:
             errors.append("%s.usageSamplingInterval: %s is more than a quarter of usageHalfLifeTime %s, so the usage "
                           "follows the last sample rather than the history; sample at most every %gs or give a "
-                          "longer half-life" % (where, value["usageSamplingInterval"], value["usageHalfLifeTime"],
-                                                half_life / AFS_MAX_INTERVAL_PART))
+                          "longer half-life" % (where, value.get("usageSamplingInterval") or AFS_DEFAULT_INTERVAL,
+                                                value["usageHalfLifeTime"], half_life / AFS_MAX_INTERVAL_PART))
         elif usage_alpha(interval, half_life) < AFS_MIN_ALPHA:
             errors.append("%s: usageSamplingInterval %s against usageHalfLifeTime %s moves the usage by %.3g of a GPU "
-                          "per sample, below what Kueue keeps (9 decimal places, kubernetes-sigs/kueue#13596): the "
-                          "usage would stay 0; sample more often or give a shorter half-life"
-                          % (where, value["usageSamplingInterval"], value["usageHalfLifeTime"],
-                             usage_alpha(interval, half_life)))
+                          "per sample, within 1000x of Kueue's rounding to 9 decimal places, which loses the steps "
+                          "below it (kubernetes-sigs/kueue#13596: the usage stayed 0); sample less rarely against "
+                          "the half-life: a shorter half-life or a longer interval"
+                          % (where, value.get("usageSamplingInterval") or AFS_DEFAULT_INTERVAL,
+                             value["usageHalfLifeTime"], usage_alpha(interval, half_life)))
     weights = value.get("resourceWeights")
     if weights is not None:
         if not isinstance(weights, dict):
             errors.append("%s.resourceWeights: %r is not a mapping of resource name to a number >= 0" % (where, weights))
         else:
             for name, weight in sorted(weights.items(), key=lambda kv: str(kv[0])):
-                if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
-                    errors.append("%s.resourceWeights.%s: %r is not a number >= 0 (Kueue refuses a negative one)"
+                if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0 \
+                        or weight == float("inf"):
+                    errors.append("%s.resourceWeights.%s: %r is not a finite number >= 0 (Kueue refuses a negative one)"
                                   % (where, name, weight))
     if (gates or {}).get("AdmissionFairSharing") is False:
         errors.append("%s: set, while kueue_feature_gates turns AdmissionFairSharing off, so Kueue would ignore it; "

@@ -282,22 +282,26 @@ def guarantee_check(facts, tenants, bound):
 
 def overtakes(facts, cluster_queues):
     """How far admission left first come, first served inside each ClusterQueue: the pairs of Workloads of two groups
-    of one ClusterQueue (``cluster_queues``: ``{group: ClusterQueue}``) where the later created was first admitted
-    before the earlier one while it asked at least as many GPUs, so the earlier one would have fitted where it went.
-    Kueue's BestEffortFIFO admits such a pair in creation order (it passes over an older Workload only when that one
-    does not fit); admission fair sharing reorders them by the groups' usage. Times are each Workload's first
-    reservation (its first hold). Returns ``{"pairs": comparable pairs, "overtaken": pairs out of creation order,
-    "by_group": {group: times its Workloads were overtaken}}``."""
+    of one ClusterQueue (``cluster_queues``: ``{group: ClusterQueue}``) that waited together (the later was created
+    while the earlier was still pending) where the later asked at least as many GPUs, so the earlier would have fitted
+    where it went, and of those the pairs whose later Workload was first admitted before the earlier one. Kueue's
+    BestEffortFIFO admits such a pair in creation order (it passes over an older Workload only when that one does not
+    fit); admission fair sharing reorders them by the groups' usage. Times are whole seconds (Kueue's conditions),
+    a Workload's first reservation its first hold; a Workload whose earlier holds are unknown (``unknown``, its
+    history incomplete) is left out. Returns ``{"pairs", "overtaken", "by_group": {group: times its Workloads were
+    overtaken}}``."""
     firsts = []
     for fact in facts:
         holds = fact.get("holds") or ([[fact["reserved"], None]] if fact["reserved"] is not None else [])
-        if holds and fact["tenant"] in cluster_queues:
-            firsts.append((fact["created"], min(h[0] for h in holds), fact["gpus"], fact["tenant"]))
-    firsts.sort()
+        if holds and not fact.get("unknown") and fact["tenant"] in cluster_queues:
+            firsts.append((int(fact["created"]), int(min(h[0] for h in holds)), fact["gpus"], fact["tenant"]))
+    firsts.sort(key=lambda x: (x[0], x[1]))
     pairs, overtaken, by_group = 0, 0, {}
     for index, (created, first, gpus, group) in enumerate(firsts):
         for later_created, later_first, later_gpus, later_group in firsts[index + 1:]:
-            if later_created <= created or later_group == group or later_gpus < gpus \
+            if later_created >= first:
+                break  # created once the earlier was admitted: they never waited together
+            if later_created == created or later_group == group or later_gpus < gpus \
                     or cluster_queues[later_group] != cluster_queues[group]:
                 continue
             pairs += 1
@@ -324,31 +328,32 @@ def admission_evidence(reads, groups, facts, resource=GPU_RESOURCE):
     (the replay reads them after the last submission and after the last Workload finished); ``groups``: the replay's
     groups (``schedule.tenant_queues``: namespace, queue, cluster_queue, admission_fair_sharing, weight). Returns
     ``{"on": [groups whose ClusterQueue has admission fair sharing], "usage": {group: {read: {"gpus", "last_update"}}},
-    "weights", "order": overtakes(...), "recorded": bool, "detail"}``: ``recorded`` when every group with admission
-    fair sharing and Workloads has a usage above 0 in some read (Kueue samples it; a half-life of 0 leaves it 0,
-    kubernetes-sigs/kueue#11134)."""
+    "weights", "order": overtakes(...), "recorded": bool, "detail"}``: ``recorded`` when some group with admission
+    fair sharing had a Workload admitted and every such group has a usage above 0 in some read (Kueue samples it; a
+    half-life of 0 leaves it 0, kubernetes-sigs/kueue#11134)."""
     on = sorted(g for g, v in groups.items() if v.get("admission_fair_sharing"))
     usage = {}
     for read, local_queues in sorted((reads or {}).items()):
         found = {}
         for local_queue in local_queues or []:
+            if not isinstance(local_queue, dict):
+                continue
             metadata = local_queue.get("metadata") or {}
             found[(metadata.get("namespace"), metadata.get("name"))] = local_queue
         for group, queue in sorted(groups.items()):
             gpus, updated = local_queue_usage(found.get((queue["namespace"], queue["queue"]), {}), resource)
             usage.setdefault(group, {})[read] = {"gpus": None if gpus is None else round(gpus, 3),
                                                  "last_update": updated}
-    with_work = set(f["tenant"] for f in facts)
-    silent = [g for g in on if g in with_work
-              and not any((sample["gpus"] or 0) > 0 for sample in usage.get(g, {}).values())]
+    # A group's usage can only grow once one of its Workloads was admitted.
+    admitted = [g for g in on if any(f["tenant"] == g and f["reserved"] is not None for f in facts)]
+    silent = [g for g in admitted if not any((sample["gpus"] or 0) > 0 for sample in usage.get(g, {}).values())]
     order = overtakes(facts, dict((g, v.get("cluster_queue")) for g, v in groups.items()))
     detail = "%d of %d comparable pairs admitted out of creation order" % (order["overtaken"], order["pairs"])
     if on:
-        detail += "; usage above 0 in %d of %d groups%s" % (
-            len([g for g in on if g in with_work]) - len(silent), len([g for g in on if g in with_work]),
-            (": none for " + ", ".join(silent)) if silent else "")
+        detail += "; usage above 0 in %d of %d groups with admitted Workloads%s" % (
+            len(admitted) - len(silent), len(admitted), (": none for " + ", ".join(silent)) if silent else "")
     return {"on": on, "usage": usage, "weights": dict((g, v.get("weight", 1)) for g, v in sorted(groups.items())),
-            "order": order, "recorded": bool(on) and not silent, "detail": detail}
+            "order": order, "recorded": bool(admitted) and not silent, "detail": detail}
 
 
 def shared_quotas(groups):
@@ -568,8 +573,8 @@ def replay_markdown(doc):
                   "The time-to-guarantee does not see them: no guarantee promises them GPUs. %d of them." % len(big),
                   ""]
     else:
-        lines += ["## Time-to-guarantee", "", "Not judged: the groups are namespaces of one ClusterQueue and none has "
-                  "a guarantee of its own (they share its nominalQuota), so nothing is promised to one of them.", ""]
+        lines += ["## Time-to-guarantee", "", "Not judged: no group has a guarantee of its own (namespaces of one "
+                  "ClusterQueue share its nominalQuota), so nothing is promised to one of them.", ""]
     if big:
         lines += ["| Workload | tenant | GPUs | guarantee | wait (wall s / trace s) | evictions | why |",
                   "|---|---|---|---|---|---|---|"]
@@ -578,7 +583,7 @@ def replay_markdown(doc):
             b["evictions"], b["why"]) for b in big]
         lines.append("")
     admission = doc.get("admission")
-    if admission:
+    if admission and (admission["on"] or admission["order"]["pairs"]):
         order = admission["order"]
         reads = sorted(set(r for v in admission["usage"].values() for r in v))
         lines += ["## Admission order and admission fair sharing", "",

@@ -40,7 +40,8 @@ Pure logic, no cluster access. One tenant is a dict::
                      (``tenants/products.py``); the checks here see the tenant's totals (``products.flatten``)
 
     admission_fair_sharing: true orders the Workloads of the tenant's ClusterQueue by the usage of their
-                     LocalQueues (one per namespace) instead of first come, first served: ClusterQueue
+                     LocalQueues (each namespace has two: ``<name><suffix>`` and ``default``, each with its own
+                     usage) before their priority, instead of first come, first served: ClusterQueue
                      ``spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing`` (default false:
                      no admissionScope). Needs the kueue role's ``kueue_admission_fair_sharing``
     local_queue_weights: ``{namespace: weight}`` (numbers > 0, default 1 each) for admission fair sharing: the
@@ -55,8 +56,8 @@ Units: accelerators are whole GPUs (or whole MIG devices for a MIG resource).
 
 Rules from upstream Kueue (kueue.x-k8s.io/v1beta2 ClusterQueue validation): ``borrowingLimit`` only with a
 cohort; ``lendingLimit`` <= ``nominalQuota``; fairSharing ``weight`` >= 0 (fairgpu requires > 0: a zero weight
-makes a tenant always the first to be preempted and never to borrow; a LocalQueue's zero weight put its idle queue
-first in admission fair sharing, kubernetes-sigs/kueue#13479). From Kubernetes: ResourceQuota enforces
+makes a tenant always the first to be preempted and never to borrow; a LocalQueue's zero weight makes its usage
+infinite in admission fair sharing, last for ever, and before kubernetes-sigs/kueue#13479 first while idle). From Kubernetes: ResourceQuota enforces
 an extended resource only under its ``requests.`` name (a bare ``nvidia.com/gpu`` or ``limits.nvidia.com/gpu``
 key is accepted by the API server and never enforced).
 """
@@ -214,8 +215,9 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                         err("local_queue_weights", "%r is not one of the tenant's namespaces %s"
                             % (key, ", ".join(str(n) for n in namespaces)))
                     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-                        err("local_queue_weights", "%s: the weight must be a number > 0, got %r (a 0 put the "
-                            "queue first while idle, kubernetes-sigs/kueue#13479)" % (key, value))
+                        err("local_queue_weights", "%s: the weight must be a number > 0, got %r (a 0 makes the "
+                            "queue's usage infinite, so it goes last for ever; before the fix of "
+                            "kubernetes-sigs/kueue#13479 it went first while idle)" % (key, value))
 
         max_gpus = tenant.get("max_gpus")
         if max_gpus is not None:
