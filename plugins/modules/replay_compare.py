@@ -75,7 +75,7 @@ options:
   same_jobs:
     description:
       - Whether the replays were made of the same Jobs (policies compared, the default). false for a load sweep
-        (C(make replay-sweep)), whose loads scale and thin the same window's tasks: the comparison then asks only
+        (C(make replay-sweep)), whose loads scale and thin the same window's tasks; the comparison then asks only
         for the same window, and says so.
     type: bool
     default: true

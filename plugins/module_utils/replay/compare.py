@@ -246,14 +246,13 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
                       own["mean_demand"], own["gpus"], own["load"], own["waits"]["p50"], own["waits"]["p95"],
                       own["waits"]["max"], _hours(own["waits"]["p50"]), _hours(own["waits"]["p95"]),
                       _hours(own["waits"]["max"]), own["waits"].get("never_scheduled", 0)), ""]
-    lines += [
-             "Waits in trace hours (creation to the last QuotaReserved, x the compression); `model` is the fast "
-             "model's prediction for the same Jobs (plugins/module_utils/replay/model.py). Share: mean GPUs held "
-             "while two or more tenants had pending work, against the fair reference (guarantee first, then the "
-             "cohort's unused quota by weight) and its tolerance.", "",
-             "| policy | tenant | Jobs | not admitted | wait p50 / p95 / max (h) | model p50 / p95 / max (h) | "
-             "GPU-hours | preempted / caused | share held / reference (tolerance) | within |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["Waits in trace hours (creation to the last QuotaReserved, x the compression); `model` is the fast "
+              "model's prediction for the same Jobs (plugins/module_utils/replay/model.py). Share: mean GPUs held "
+              "while two or more tenants had pending work, against the fair reference (guarantee first, then the "
+              "cohort's unused quota by weight) and its tolerance.", "",
+              "| policy | tenant | Jobs | not admitted | wait p50 / p95 / max (h) | model p50 / p95 / max (h) | "
+              "GPU-hours | preempted / caused | share held / reference (tolerance) | within |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for policy in doc["policies"]:
         for tenant, r in sorted(policy["tenants"].items()):
             m = r.get("model")
