@@ -219,6 +219,10 @@ def test_reports_without_an_admission_section_have_no_such_table():
     doc = compare.compare_document([with_runs("fair", [1800, 2000, 2200])], "now")
     assert doc["policies"][0]["admission_order"] == [] and doc["order_differences"] == []
     assert "## Admission order" not in compare.compare_markdown(doc)
+    # Tenants, each its own ClusterQueue: no pair ever waits in one queue, so no row either.
+    tenants = compare.compare_document([ordered("fair", [0, 0, 0], on=(), pairs=0)], "now")
+    assert tenants["policies"][0]["admission_order"] == []
+    assert "## Admission order" not in compare.compare_markdown(tenants)
 
 
 def at_load(load, achieved, tasks, own=None):

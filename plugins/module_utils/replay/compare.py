@@ -83,12 +83,13 @@ def differences(policies, figure="p95"):
 def admission_orders(reports):
     """Per run of one policy, what its report says of admission order (``report.admission_evidence``): ``[{"on":
     groups with admission fair sharing, "pairs", "overtaken", "share": overtaken / pairs, "recorded"}]``; empty when
-    the reports have no such section (replays before it)."""
+    the reports have no such section (replays before it) or no two groups of one ClusterQueue waited together
+    without admission fair sharing (the groups are tenants, each its own ClusterQueue)."""
     out = []
     for report in reports:
         admission = report.get("admission")
-        if not admission:
-            continue
+        if not admission or not (admission["on"] or admission["order"]["pairs"]):
+            continue  # none, or groups of several ClusterQueues (tenants): nothing competed in one queue
         order = admission["order"]
         out.append({"on": admission["on"], "pairs": order["pairs"], "overtaken": order["overtaken"],
                     "share": round(order["overtaken"] / float(order["pairs"]), 4) if order["pairs"] else None,
