@@ -122,6 +122,10 @@ def test_tenant_role_cannot_unsuspend_or_touch_quota():
     ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-a": 0}), TEAMS[1]],
      "tenants_list[0] (team-a).local_queue_weights: team-a: the weight must be a number > 0, got 0 (a 0 makes the "
      "queue's usage infinite"),
+    ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-a": float("inf")}), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: team-a: inf cannot be written as a Kubernetes quantity"),
+    ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights={"team-a": 1e30}), TEAMS[1]],
+     "tenants_list[0] (team-a).local_queue_weights: team-a: 1e+30 cannot be written as a Kubernetes quantity"),
     ([dict(TEAMS[0], admission_fair_sharing=True, local_queue_weights=[2]), TEAMS[1]],
      "tenants_list[0] (team-a).local_queue_weights: give a mapping of the tenant's namespace to a weight > 0"),
 ])

@@ -218,6 +218,12 @@ def tenant_errors(tenants, capacity=None, cohort="fairgpu", preemption=None, lim
                         err("local_queue_weights", "%s: the weight must be a number > 0, got %r (a 0 makes the "
                             "queue's usage infinite, so it goes last for ever; before the fix of "
                             "kubernetes-sigs/kueue#13479 it went first while idle)" % (key, value))
+                        continue
+                    try:
+                        canonical_quantity(value)
+                    except ValueError:
+                        err("local_queue_weights", "%s: %r cannot be written as a Kubernetes quantity; give a "
+                            "finite weight such as 2 or 0.5" % (key, value))
 
         max_gpus = tenant.get("max_gpus")
         if max_gpus is not None:
