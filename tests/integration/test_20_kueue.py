@@ -93,7 +93,7 @@ def test_kueue_runs_with_admission_fair_sharing_and_takes_fairgpus_objects_for_i
     API server's schema and Kueue's webhooks (server-side dry run: nothing is created)."""
     with open(os.path.join(KUEUE_DIR, "config.yaml")) as handle:
         assert yaml.safe_load(handle)["admissionFairSharing"] == {
-            "usageHalfLifeTime": "10m", "usageSamplingInterval": "1m",
+            "usageHalfLifeTime": "1h", "usageSamplingInterval": "15m",
             "resourceWeights": {"cpu": 0, "memory": 0, "pods": 0}}
     wait_until(lambda: ((kueue.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues",
                                                             "team-a-queue").get("status") or {}).get("fairSharing")

@@ -10,14 +10,18 @@ TEAM = {"name": "team-a", "gpus": 8, "borrowing_limit": 8, "lending_limit": 8, "
 
 
 def snapshot(core, kueue):
-    """Names and resourceVersions (quotas: spec) of every object the tenants role manages."""
+    """Names and resourceVersions (quotas and LocalQueues: spec) of every object the tenants role manages."""
     state = {"ns": sorted((n.metadata.name, n.metadata.resource_version) for n in core.list_namespace().items)}
     for plural in ("clusterqueues", "resourceflavors", "cohorts", "workloadpriorityclasses"):
         items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)["items"]
         state[plural] = sorted((o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in items)
+    # A LocalQueue's status moves by itself: with admission fair sharing in Kueue's Configuration (vars.yml) its
+    # LocalQueue controller writes every LocalQueue's usage each usageSamplingInterval
+    # (pkg/controller/core/localqueue_controller.go, v0.19.2), so its resourceVersion too; its spec and labels are
+    # what a playbook could change.
     items = kueue.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "localqueues")["items"]
-    state["localqueues"] = sorted((o["metadata"]["namespace"], o["metadata"]["name"], o["metadata"]["resourceVersion"])
-                                  for o in items)
+    state["localqueues"] = sorted((o["metadata"]["namespace"], o["metadata"]["name"], json.dumps(o["spec"], sort_keys=True),
+                                   json.dumps(o["metadata"].get("labels") or {}, sort_keys=True)) for o in items)
     # A quota's status (usage) moves with the pods; its spec is what a playbook could change.
     state["quotas"] = sorted((q.metadata.namespace, q.metadata.name, sorted(q.spec.hard.items()))
                              for q in core.list_resource_quota_for_all_namespaces().items)
