@@ -58,11 +58,18 @@ def run_spread(reports):
                 for t in tenants)
 
 
+def range_claim(first, a, second, b):
+    """Whether two named spreads (``spread``'s ``{"runs", "min", "median", "max"}``) differ, lower median first:
+    ``{"lower", "higher", "lower_range", "higher_range", "differs"}``, ``differs`` only when the ranges (min..max)
+    do not overlap, and None (not claimed either way) with a single run on either side."""
+    (low, lo), (high, hi) = sorted(((first, a), (second, b)), key=lambda named: named[1]["median"])
+    return {"lower": low, "higher": high, "lower_range": [lo["min"], lo["max"]], "higher_range": [hi["min"], hi["max"]],
+            "differs": None if min(a["runs"], b["runs"]) < 2 else lo["max"] < hi["min"]}
+
+
 def differences(policies, figure="p95"):
     """Which policies differ on ``figure`` per tenant, from their runs' spreads (policies of ``compare_document``
-    with ``runs``): ``[{"tenant", "lower", "higher", "lower_range", "higher_range", "differs"}]`` for each pair;
-    ``differs`` only when the ranges (min..max) do not overlap. A pair with a single run on either side is not
-    claimed either way (``differs`` None)."""
+    with ``runs``): ``[dict(range_claim(...), tenant, figure)]`` for each pair."""
     out = []
     with_runs = [p for p in policies if p.get("spread")]
     for index, first in enumerate(with_runs):
@@ -71,12 +78,7 @@ def differences(policies, figure="p95"):
                 a, b = first["spread"][tenant][figure], second["spread"][tenant][figure]
                 if a["median"] is None or b["median"] is None:
                     continue
-                low, high = (first, second) if a["median"] <= b["median"] else (second, first)
-                lo, hi = low["spread"][tenant][figure], high["spread"][tenant][figure]
-                claim = None if min(a["runs"], b["runs"]) < 2 else lo["max"] < hi["min"]
-                out.append({"tenant": tenant, "figure": figure, "lower": low["name"], "higher": high["name"],
-                            "lower_range": [lo["min"], lo["max"]], "higher_range": [hi["min"], hi["max"]],
-                            "differs": claim})
+                out.append(dict(range_claim(first["name"], a, second["name"], b), tenant=tenant, figure=figure))
     return out
 
 
@@ -99,21 +101,14 @@ def admission_orders(reports):
 
 def order_differences(policies):
     """Pairs of policies whose shares of comparable pairs admitted out of creation order (``admission_orders``)
-    differ: ``[{"lower", "higher", "lower_range", "higher_range", "differs"}]``, ``differs`` only when the ranges
-    over the runs do not overlap, None (not claimed) with a single run on either side."""
+    differ over their runs: ``[range_claim(...)]`` for each pair of policies with such runs."""
     ranked = []
     for policy in policies:
         shares = [o["share"] for o in policy.get("admission_order") or [] if o["share"] is not None]
         if shares:
-            ranked.append((policy["name"], min(shares), statistics.median(shares), max(shares), len(shares)))
-    out = []
-    for index, first in enumerate(ranked):
-        for second in ranked[index + 1:]:
-            low, high = (first, second) if first[2] <= second[2] else (second, first)
-            out.append({"lower": low[0], "higher": high[0], "lower_range": [low[1], low[3]],
-                        "higher_range": [high[1], high[3]],
-                        "differs": None if min(low[4], high[4]) < 2 else low[3] < high[1]})
-    return out
+            ranked.append((policy["name"], spread(shares)))
+    return [range_claim(first[0], first[1], second[0], second[1])
+            for index, first in enumerate(ranked) for second in ranked[index + 1:]]
 
 
 def _missed_part(row):
@@ -226,6 +221,16 @@ def _range(figure, show):
     return "%s / %s / %s" % (show(figure["min"]), show(figure["median"]), show(figure["max"]))
 
 
+def _claim_text(claim, show, unit=""):
+    """A ``range_claim`` in words: ``differs: fair 0.50-0.61 h below borrowing 0.83-1.11 h`` (``show`` formats a
+    figure, ``unit`` follows each range)."""
+    return "%s: %s %s%s %s %s %s%s" % (
+        "differs" if claim["differs"] else "no difference shown" if claim["differs"] is False
+        else "one run, not claimed", claim["lower"], "-".join(show(v) for v in claim["lower_range"]), unit,
+        "below" if claim["differs"] else "against", claim["higher"], "-".join(show(v) for v in claim["higher_range"]),
+        unit)
+
+
 def compare_markdown(doc, title="fairgpu replay: policies compared"):
     """The comparison as Markdown: one table, a row per policy and tenant."""
     w, c = doc.get("window") or {}, doc.get("compression") or {}
@@ -286,11 +291,7 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
                     _range(figures["max"], _hours), _range(figures["trace_gpu_hours"], _c),
                     _range(figures["preempted"], _c), _range(figures["held"], _c)))
         lines += ["", "Differences in wait p95 (claimed only where the ranges of the runs do not overlap):", ""]
-        lines += ["- %s, %s: %s %s h %s %s %s h" % (
-            d["tenant"], "differs" if d["differs"] else "no difference shown" if d["differs"] is False
-            else "one run, not claimed", d["lower"], "-".join(_hours(v) for v in d["lower_range"]),
-            "below" if d["differs"] else "against", d["higher"], "-".join(_hours(v) for v in d["higher_range"]))
-            for d in doc.get("differences") or []]
+        lines += ["- %s, %s" % (d["tenant"], _claim_text(d, _hours, " h")) for d in doc.get("differences") or []]
     ordered = [p for p in doc["policies"] if p.get("admission_order")]
     if ordered:
         lines += ["", "## Admission order", "",
@@ -308,11 +309,7 @@ def compare_markdown(doc, title="fairgpu replay: policies compared"):
                 ", ".join(_c(o["recorded"]) for o in runs) if runs[0]["on"] else "-"))
         lines += ["", "Differences in the share admitted out of order (claimed only where the ranges of the runs do "
                   "not overlap):", ""]
-        lines += ["- %s: %s %s %s %s" % (
-            "differs" if d["differs"] else "no difference shown" if d["differs"] is False else "one run, not claimed",
-            d["lower"], "-".join(_c(v) for v in d["lower_range"]), "below" if d["differs"] else "against",
-            "%s %s" % (d["higher"], "-".join(_c(v) for v in d["higher_range"])))
-            for d in doc.get("order_differences") or []]
+        lines += ["- " + _claim_text(d, _c) for d in doc.get("order_differences") or []]
     for policy in doc["policies"]:
         advice = policy.get("advice")
         if not advice:
