@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator toolchain-perses run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -66,6 +66,10 @@ $(TORCH_VENV)/.complete:
 toolchain-prometheus-operator:
 	bash files/lab/toolchain/toolchain.sh ensure prometheus-operator >/dev/null
 
+# percli (Perses's command line, from its Go module) for the lint of the Perses dashboard file (tests/unit/test_dashboard.py).
+toolchain-perses:
+	bash files/lab/toolchain/toolchain.sh ensure perses >/dev/null
+
 run: setup toolchain site validate
 
 site: setup
@@ -85,7 +89,7 @@ teardown: setup
 TEST_LANES := "lint rules integration-shared molecule" "unit integration-own"
 # PyTorch (a download) is installed while the toolchain builds (compiling), each once.
 test: setup
-	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator loadgen-torch
+	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator toolchain-perses loadgen-torch
 	$(BIN)/python tests/lanes.py $(TEST_LANES)
 
 # The torch path's test runs with the interpreter of loadgen-torch where its install is complete; without it (make

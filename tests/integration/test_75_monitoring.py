@@ -196,7 +196,7 @@ def test_validation_fires_the_alert_for_the_flooder_only_and_every_panel_has_dat
                and not prometheus("/api/v1/query", query='DCGM_FI_DEV_FB_USED{exported_pod!=""}')["result"],
                300, interval=5, what="no GPU held on the cluster")
     queries = [(title, ref, dashboard.direct_query(expr))
-               for title, ref, expr in dashboard.queries(dashboard.dashboard())]
+               for title, ref, expr in dashboard.queries()]
     seen = set()
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     started = time.time()

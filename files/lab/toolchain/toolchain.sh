@@ -8,8 +8,9 @@
 # kwok (kwok, kwokctl), kueue (the controller plus its CRDs and webhook manifests), prometheus (prometheus,
 # promtool; the monitoring role's local server and the rule tests), kube-state-metrics (the local monitoring's
 # source of the nodes' allocatable GPUs and readiness), helm (the helm modes' client, with Kueue's own chart as the
-# Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring objects' test).
-# `ensure` without components builds the first six: the last two only where asked for.
+# Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring objects' test),
+# perses (percli, Perses's command line: the lint of the Perses dashboard file).
+# `ensure` without components builds the first six: the last three only where asked for.
 #
 # Versions come from versions.env beside this script unless the environment sets them. The cache is
 # ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
@@ -82,6 +83,17 @@ write_wrapper() {
     awk '$1 != "replace" && /=> *\.\.?\// {print "\t" $1 " => " $1 " '"$sibling_version"'"}' "$gomod"
     printf ')\n'
   } >"$dir/go.mod"
+}
+
+# Build PACKAGE of MODULE@VERSION into OUT/bin/BINARY through a wrapper module in OUT/src (siblings at VERSION),
+# with LDFLAGS.
+build_from_wrapper() {
+  local out=$1 module=$2 version=$3 package=$4 binary=$5 ldflags=$6
+  write_wrapper "$out/src" "$module" "$version" "$version"
+  mkdir -p "$out/bin"
+  say "building $binary $version"
+  (cd "$out/src" && with_heartbeat "building $binary $version" \
+    go build -mod=mod -trimpath -ldflags "$ldflags" -o "$out/bin/$binary" "$package")
 }
 
 build_kubernetes() {
@@ -157,14 +169,10 @@ build_helm() {
 # replaces pkg/apis/monitoring and pkg/client with relative paths, so it builds through a wrapper module like
 # Kubernetes and etcd. Its CRDs (example/prometheus-operator-crd) are copied from the module beside the binary.
 build_prometheus_operator() {
-  local v=$PROMETHEUS_OPERATOR_VERSION out src moddir m=github.com/prometheus-operator/prometheus-operator
-  out=$(component_dir prometheus-operator "$v"); src="$out/src"
-  write_wrapper "$src" "$m" "$v" "$v"
-  mkdir -p "$out/bin"
-  say "building prometheus-operator $v"
-  (cd "$src" && with_heartbeat "building prometheus-operator $v" \
-    go build -mod=mod -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
-      -o "$out/bin/prometheus-operator" "$m/cmd/operator")
+  local v=$PROMETHEUS_OPERATOR_VERSION out moddir m=github.com/prometheus-operator/prometheus-operator
+  out=$(component_dir prometheus-operator "$v")
+  build_from_wrapper "$out" "$m" "$v" "$m/cmd/operator" prometheus-operator \
+    "-s -w -X github.com/prometheus/common/version.Version=${v#v}"
   moddir=$(module_dir "$m@$v")
   rm -rf "$out/crd" && cp -r "$moddir/example/prometheus-operator-crd" "$out/crd" && chmod -R u+w "$out/crd"
 }
@@ -187,6 +195,16 @@ build_prometheus() {
   with_heartbeat "building prometheus $v" env GOBIN="$out/bin" go install -trimpath -tags remove_all_sd,netgo \
     -ldflags "-s -w -X $p.Version=${v#v} -X $p.Revision=$mv -X $p.Branch=release -X $p.BuildUser=fairgpu -X $p.BuildDate=19700101-00:00:00" \
     "github.com/prometheus/prometheus/cmd/prometheus@$mv" "github.com/prometheus/prometheus/cmd/promtool@$mv"
+}
+
+# percli from the Go module github.com/perses/perses, through a wrapper module: the proxy answers no version list
+# for it (403), which `go install module@version` asks for (the module's deprecation), while a build in a module
+# that requires the exact version does not. The version its release sets (github.com/prometheus/common/version, as
+# Perses's Makefile's LDFLAGS do).
+build_perses() {
+  local v=$PERSES_VERSION m=github.com/perses/perses p=github.com/prometheus/common/version
+  build_from_wrapper "$(component_dir perses "$v")" "$m" "$v" "$m/cmd/percli" percli \
+    "-s -w -X $p.Version=${v#v} -X $p.Branch=release -X $p.BuildUser=fairgpu"
 }
 
 # kube-state-metrics from the Go module k8s.io/kube-state-metrics/v2 (no replaces: plain go install), with the
@@ -223,12 +241,13 @@ version_of() {
     kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;; prometheus) echo "$PROMETHEUS_VERSION" ;;
     kube-state-metrics) echo "$KUBE_STATE_METRICS_VERSION" ;;
     helm) echo "$HELM_VERSION" ;; prometheus-operator) echo "$PROMETHEUS_OPERATOR_VERSION" ;;
-    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus kube-state-metrics helm prometheus-operator)" ;;
+    perses) echo "$PERSES_VERSION" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus kube-state-metrics helm prometheus-operator perses)" ;;
   esac
 }
 
 manifest() {
-  local k e w q p s h o
+  local k e w q p s h o r
   k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
   e=$(component_dir etcd "$ETCD_VERSION")/bin
   w=$(component_dir kwok "$KWOK_VERSION")/bin
@@ -237,18 +256,20 @@ manifest() {
   s=$(component_dir kube-state-metrics "$KUBE_STATE_METRICS_VERSION")/bin
   h=$(component_dir helm "$HELM_VERSION")
   o=$(component_dir prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
+  r=$(component_dir perses "$PERSES_VERSION")/bin
   local names=""
   ((${#built[@]})) && names=$(printf '"%s",' "${built[@]}") && names=${names%,}
   cat <<EOF
 {"cache": "$cache", "built": [$names],
  "versions": {"kubernetes": "$KUBERNETES_VERSION", "etcd": "$ETCD_VERSION", "kwok": "$KWOK_VERSION", "kueue": "$KUEUE_VERSION",
-  "prometheus": "$PROMETHEUS_VERSION", "kube-state-metrics": "$KUBE_STATE_METRICS_VERSION", "helm": "$HELM_VERSION", "prometheus-operator": "$PROMETHEUS_OPERATOR_VERSION"},
+  "prometheus": "$PROMETHEUS_VERSION", "kube-state-metrics": "$KUBE_STATE_METRICS_VERSION", "helm": "$HELM_VERSION", "prometheus-operator": "$PROMETHEUS_OPERATOR_VERSION",
+  "perses": "$PERSES_VERSION"},
  "binaries": {"kube-apiserver": "$k/kube-apiserver", "kube-controller-manager": "$k/kube-controller-manager",
   "kube-scheduler": "$k/kube-scheduler", "kubectl": "$k/kubectl", "etcd": "$e/etcd",
   "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue",
   "prometheus": "$p/prometheus", "promtool": "$p/promtool", "kube-state-metrics": "$s/kube-state-metrics",
   "helm": "$h/bin/helm",
-  "prometheus-operator": "$o/bin/prometheus-operator"},
+  "prometheus-operator": "$o/bin/prometheus-operator", "percli": "$r/percli"},
  "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests",
  "kueue_chart": "$h/charts/kueue-$KUEUE_VERSION", "prometheus_operator_crds": "$o/crd"}
 EOF
