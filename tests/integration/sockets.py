@@ -35,8 +35,9 @@ UDP_CONNECTED = {"01": "ESTABLISHED"}
 TABLES = (("tcp", socket.AF_INET, TCP_CONNECTED), ("tcp6", socket.AF_INET6, TCP_CONNECTED),
           ("udp", socket.AF_INET, UDP_CONNECTED), ("udp6", socket.AF_INET6, UDP_CONNECTED))
 NAMES = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-controller",
-         "kwokctl", "kueue", "prometheus", "prometheus-operator", "helm", "promtool", "kube-state-metrics")
-SCRIPTS = ("kubelet_sim.py", "dcgm_exporter_sim.py", "mig_manager_sim.py")
+         "kwokctl", "kueue", "prometheus", "prometheus-operator", "helm", "promtool", "kube-state-metrics", "percli",
+         "chromium")
+SCRIPTS = ("kubelet_sim.py", "dcgm_exporter_sim.py", "mig_manager_sim.py", "dashboard_server.py")
 
 
 def decode_address(text, family):

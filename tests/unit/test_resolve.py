@@ -117,7 +117,7 @@ def test_what_one_component_needs_of_another_comes_from_one_place():
     assert settings["errors"] == []
     assert settings["local"] == {
         "ports": {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081, "prometheus": 29090,
-                  "dcgm_exporter": 19400, "kube_state_metrics": 19480, "kube_state_metrics_telemetry": 19490},
+                  "dashboard": 29091, "dcgm_exporter": 19400, "kube_state_metrics": 19480, "kube_state_metrics_telemetry": 19490},
         "state_dir": "/home/u/.local/share/fairgpu", "toolchain_cache": "/c",
         "kueue_ca_dir": "/home/u/.local/share/fairgpu/kueue"}
     assert settings["namespaces"] == {"kueue": "kueue-it", "gpu_operator": "gpu-operator",
@@ -135,6 +135,8 @@ def test_local_ports_distinct_unprivileged_and_below_the_ephemeral_range():
     errors = run_settings("site", "kwok", local_ports={"prometheus": 39190, "dcgm_exporter": 18443, "kueue_health": 80},
                           ephemeral_ports=LINUX_RANGE)["errors"]
     assert errors == [
+        "run_local_ports.dashboard: 39191 lies in the kernel's ephemeral port range 32768-60999, which outgoing "
+        "connections take their local ports from, so listening there fails now and then; choose a port below 32768",
         "run_local_ports.kueue_health: 80 is not a TCP port a user process may listen on; give a number from 1024 to "
         "65535",
         "run_local_ports.kueue_metrics: 18443 is also run_local_ports.dcgm_exporter; give each process its own port",
@@ -143,6 +145,19 @@ def test_local_ports_distinct_unprivileged_and_below_the_ephemeral_range():
     # The defaults pass; ports mean nothing on a cluster fairgpu runs no local process for.
     assert run_settings("site", "kwok", ephemeral_ports=LINUX_RANGE)["errors"] == []
     assert run_settings("site", "existing", local_ports={"prometheus": 39190}, ephemeral_ports=LINUX_RANGE)["errors"] == []
+
+
+def test_the_dashboard_page_follows_prometheus_unless_given():
+    def ports(given):
+        return run_settings("site", "kwok", local_ports=given)["local"]["ports"]
+
+    assert ports({})["dashboard"] == 19091
+    assert ports({"prometheus": 25090})["dashboard"] == 25091
+    assert ports({"prometheus": 25090, "dashboard": 25300})["dashboard"] == 25300
+    assert run_settings("site", "kwok", local_ports={"prometheus": 19400})["errors"] == [
+        "run_local_ports.prometheus: 19400 is also run_local_ports.dcgm_exporter; give each process its own port"]
+    assert run_settings("site", "kwok", local_ports={"dcgm_exporter": 19091})["errors"] == [
+        "run_local_ports.dcgm_exporter: 19091 is also run_local_ports.dashboard; give each process its own port"]
 
 
 @pytest.mark.parametrize("text", ["", "[]", "1024", "a b"])
@@ -156,12 +171,12 @@ def test_bad_ports_and_namespaces_are_named():
     assert errors == [
         "run_namespaces.dcgm: fairgpu installs no component by that name; the names are gpu_operator, kueue, monitoring",
         "run_namespaces.kueue: 'Kueue_System' is not a namespace name (a lower-case DNS label)",
-        "run_local_ports: grafana not a local port fairgpu uses; the names are dcgm_exporter, kube_state_metrics, "
+        "run_local_ports: grafana not a local port fairgpu uses; the names are dashboard, dcgm_exporter, kube_state_metrics, "
         "kube_state_metrics_telemetry, kueue_health, kueue_metrics, kueue_webhook, prometheus",
         "run_local_ports.prometheus: 'x' is not a TCP port a user process may listen on; give a number from 1024 to "
         "65535"]
     assert run_settings("site", "kwok", local_ports=[19090])["errors"] == [
-        "run_local_ports: must be a mapping (dcgm_exporter, kube_state_metrics, kube_state_metrics_telemetry, "
+        "run_local_ports: must be a mapping (dashboard, dcgm_exporter, kube_state_metrics, kube_state_metrics_telemetry, "
         "kueue_health, kueue_metrics, kueue_webhook, prometheus), got [19090]"]
 
 
@@ -227,7 +242,7 @@ def test_a_mode_that_does_not_exist_is_named_with_the_choices():
 def test_local_processes_on_an_existing_cluster_get_the_port_checks():
     errors = run_settings("site", "existing", local_ports={"prometheus": 39190}, ephemeral_ports=LINUX_RANGE,
                           mode_overrides={"monitoring": "local"})["errors"]
-    assert [e.split(":")[0] for e in errors] == ["run_local_ports.prometheus"]
+    assert [e.split(":")[0] for e in errors] == ["run_local_ports.dashboard", "run_local_ports.prometheus"]
 
 
 # Loopback only on the embedded cluster (issue 25 item 8): helm would dial a chart repository or registry.

@@ -81,10 +81,12 @@ MODE_VARIABLES = {"gpu_operator": "gpu_operator_mode", "kueue": "kueue_mode", "m
 # Playbooks that work on what site.yml built, and so follow the path it recorded on the cluster.
 FOLLOWS_RECORD = ("tenants", "validate", "replay")
 # The local ports of the embedded cluster's processes on 127.0.0.1; two embedded clusters on one machine need
-# their own (run_local_ports).
+# their own (run_local_ports). The dashboard page's port, when not given, is the one after Prometheus's
+# (LOCAL_PORTS_AFTER), so an inventory that moved Prometheus moves the page with it.
 LOCAL_PORT_DEFAULTS = {"kueue_webhook": 19443, "kueue_metrics": 18443, "kueue_health": 18081,
-                       "prometheus": 19090, "dcgm_exporter": 19400, "kube_state_metrics": 19480,
+                       "prometheus": 19090, "dashboard": 19091, "dcgm_exporter": 19400, "kube_state_metrics": 19480,
                        "kube_state_metrics_telemetry": 19490}
+LOCAL_PORTS_AFTER = {"dashboard": "prometheus"}
 # Where each component is installed (run_namespaces).
 NAMESPACE_DEFAULTS = {"kueue": "kueue-system", "gpu_operator": "gpu-operator", "monitoring": "fairgpu-monitoring"}
 # The ConfigMap of mig-parted configurations: fairgpu writes it (role mig_config), the GPU Operator's MIG manager
@@ -392,6 +394,9 @@ def run_settings(playbook, provider, requested_path=None, recorded_path=None, in
         if not (isinstance(value, str) and len(value) <= 63 and _DNS_LABEL.match(value)):
             errors.append("run_namespaces.%s: %r is not a namespace name (a lower-case DNS label)" % (name, value))
     ports = _merged(local_ports, LOCAL_PORT_DEFAULTS, "run_local_ports", errors)
+    for name, before in LOCAL_PORTS_AFTER.items():
+        if name not in (local_ports if isinstance(local_ports, dict) else {}) and _is_port(ports.get(before)):
+            ports[name] = int(ports[before]) + 1
     # Local processes listen on these ports: the embedded cluster's, or an existing cluster's with a local mode.
     if provider == "kwok" or "local" in (modes["kueue"], modes["monitoring"]):
         errors.extend(local_port_errors(ports, ephemeral_range(ephemeral_ports)))
