@@ -100,9 +100,19 @@ options:
     type: str
     default: 5m
   results_dir:
-    description: Where the flood's plot of Prometheus's samples is written (C(<scenario>-prometheus.png)).
+    description:
+      - Where the flood's plot of Prometheus's samples is written (C(<scenario>-prometheus.png)), and its screenshot
+        of the dashboard page (C(<scenario>-dashboard.png)).
     type: path
     default: "."
+  dashboard:
+    description:
+      - The dashboard page (the lab's, files/lab/dashboard_server.py) that the flood scenarios screenshot over their
+        window in a headless browser, beside the plot. C(url) the page's address (empty, no screenshot);
+        C(browser) Chromium's executable (Debian's C(chromium)). A browser that is missing or fails leaves the
+        screenshot out and says why in the scenario's notes; it fails no check.
+    type: dict
+    default: {}
   faults:
     description:
       - "How a fault scenario breaks each component, by component (C(kueue) for C(kueue_restart), C(prometheus) for
@@ -156,6 +166,8 @@ passed:
 
 import copy
 import os
+import subprocess
+import tempfile
 
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -164,6 +176,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import An
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import PROBE_IMAGE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import page
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.plot import draw
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import Prometheus
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import engine
@@ -184,6 +197,7 @@ def argspec():
         alert_for=dict(type="str", default="5m"),
         results_dir=dict(type="path", default="."),
         faults=dict(type="dict", default={}),
+        dashboard=dict(type="dict", default={}),
     )
     return spec
 
@@ -202,6 +216,30 @@ def draw_png(path, title, start, panels, spans):
     """The plot (monitoring/plot.py), its directory made first."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return draw(path, title, start, panels, spans)
+
+
+def screenshotter(dashboard):
+    """A function ``(path, start, end) -> None or why not`` that saves the dashboard page over ``start`` to ``end``
+    (Unix seconds) as a PNG with headless Chromium; None when O(dashboard) names no page."""
+    url, browser = dashboard.get("url") or "", dashboard.get("browser") or ""
+    if not url:
+        return None
+
+    def shoot(path, start, end):
+        if not (browser and os.access(browser, os.X_OK)):
+            return "no browser at %r (dashboard.browser; Debian's package chromium)" % browser
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="fairgpu-chromium-") as profile:
+            argv = page.screenshot_argv(browser, page.window_url(url, start, end), path, profile)
+            try:
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return "%s: %s" % (browser, exc)
+        if done.returncode != 0 or not os.path.exists(path):
+            return "%s exited %d: %s" % (browser, done.returncode, done.stderr.strip()[-300:])
+        return None
+
+    return shoot
 
 
 def isolation(module, plan, settings, waiter):
@@ -239,7 +277,8 @@ def run(module, client, waiter=None):
                 settings, pod, params["load_script"],
                 prometheus=Prometheus(params["prometheus_url"]) if params["prometheus_url"] else None,
                 exec_in_pod=exec_in_pod(client), draw=draw_png, results_dir=params["results_dir"],
-                alert_for=params["alert_for"], faults=params["faults"])
+                alert_for=params["alert_for"], faults=params["faults"],
+                screenshot=screenshotter(params["dashboard"]))
             results, steps = scenario.run(params["name"])
     except (engine.StepFailed, probe.ProbeError, ValueError) as exc:
         module.fail_json(msg="%s: %s" % (params["name"], exc))

@@ -4,6 +4,7 @@ ServiceAccount's token that RBAC allows /metrics) and the simulated DCGM exporte
 
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -12,22 +13,29 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import CLUSTER, ROOT, VARS, condition, load_job, playbook, wait_until, workloads
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import dashboard
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import dashboard, page
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import status as kueue_status
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import scenarios as validation
 
 with open(VARS) as _handle:
     IT_VARS = yaml.safe_load(_handle)
 with open(os.path.join(ROOT, "inventories", "local", "group_vars", "gpu_clusters.yml")) as _handle:
-    OVER_GUARANTEE_FOR = yaml.safe_load(_handle)["monitoring_alert_for"]["FairgpuTenantOverGuarantee"]
+    _LOCAL = yaml.safe_load(_handle)
+OVER_GUARANTEE_FOR = _LOCAL["monitoring_alert_for"]["FairgpuTenantOverGuarantee"]
+GUARANTEES = {t["name"]: t["gpus"] for t in _LOCAL["tenants_list_kueue"]}
 PROMETHEUS = "http://127.0.0.1:%d" % IT_VARS["run_local_ports"]["prometheus"]
 EXPORTER = "http://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["dcgm_exporter"]
 KUBE_STATE_METRICS = "http://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["kube_state_metrics"]
 KUEUE_METRICS = "https://127.0.0.1:%d/metrics" % IT_VARS["run_local_ports"]["kueue_metrics"]
+# The dashboard page: Prometheus's port + 1 unless the inventory gives one (plan/resolve.py, LOCAL_PORTS_AFTER).
+DASHBOARD_PORT = IT_VARS["run_local_ports"].get("dashboard", IT_VARS["run_local_ports"]["prometheus"] + 1)
+DASHBOARD = "http://127.0.0.1:%d/" % DASHBOARD_PORT
+BROWSER = "/usr/bin/chromium"
 WORKDIR = os.path.expanduser("~/.local/share/fairgpu/monitoring/%s" % CLUSTER)
 KUEUE_CA = os.path.expanduser("~/.local/share/fairgpu/kueue/ca.crt")
 RESULTS = os.path.join(ROOT, "results", "integration")
@@ -224,6 +232,11 @@ def test_validation_fires_the_alert_for_the_flooder_only_and_every_panel_has_dat
     assert [c["check"] for c in alerts["checks"] if not c["passed"]] == []
     assert alerts["metrics"]["over_guarantee_for"].startswith(OVER_GUARANTEE_FOR)
     assert os.path.getsize(os.path.join(RESULTS, "flood-prometheus.png")) > 10000
+    # The dashboard page over the flood's window, in headless Chromium, beside the plot in the report.
+    assert alerts.get("notes") in (None, []), alerts["notes"]
+    assert os.path.getsize(os.path.join(RESULTS, "flood-dashboard.png")) > 50000
+    with open(os.path.join(RESULTS, "report.md")) as handle:
+        assert "(flood-dashboard.png)" in handle.read()
 
     # The same, straight from Prometheus's record of its evaluations.
     def firing(tenant):
@@ -237,3 +250,116 @@ def test_validation_fires_the_alert_for_the_flooder_only_and_every_panel_has_dat
     first_pending = min(float(t) for s in pending for t, _v in s["values"])
     first_firing = min(float(t) for s in firing("team-a") for t, _v in s["values"])
     assert first_firing - first_pending >= int(OVER_GUARANTEE_FOR.rstrip("s")) - 5
+
+
+def browser():
+    """Debian's Chromium; make test (FAIRGPU_MAKE_TEST) must have it (.ci/run installs it), elsewhere its absence skips."""
+    if os.access(BROWSER, os.X_OK):
+        return BROWSER
+    if os.environ.get("FAIRGPU_MAKE_TEST") is not None:
+        pytest.fail("make test needs Debian's chromium at %s (apt-get install chromium; .ci/run installs it)" % BROWSER)
+    pytest.skip("no chromium at %s (apt-get install chromium)" % BROWSER)
+
+
+def shown_number(text, unit):
+    """A legend cell of a Perses time series chart as a number: "18", "0.209 ops/sec", "35%", "1.5K"."""
+    number = text.strip().partition(" ")[0]
+    scale = 1.0
+    if number.endswith("%"):
+        number, scale = number[:-1], 0.01 if unit == "ratio" else 1.0
+    elif number[-1:] in ("K", "M"):
+        number, scale = number[:-1], {"K": 1e3, "M": 1e6}[number[-1]]
+    return float(number) * scale
+
+
+def series_name(legend, labels):
+    """The legend's name of a series: its {{label}}s filled in (a missing label empty), spaces as the page shows them."""
+    return " ".join(re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), legend).split())
+
+
+def the_target(panel, query, tenant):
+    """The panel's target whose expression, with the page's variables, is ``query`` (Perses writes a multi-value
+    variable inside a regular-expression matcher as a group: ``(team-a)``)."""
+    for target in panel["targets"]:
+        pattern = (re.escape(target["expr"]).replace(re.escape("$tenant"), r"\(?%s\)?" % re.escape(tenant))
+                   .replace(re.escape("$__rate_interval"), r"\d+(?:ms|s|m|h)"))
+        if re.fullmatch(pattern, query):
+            return target
+    return None
+
+
+def cors_allowed(origin):
+    request = urllib.request.Request(PROMETHEUS + "/api/v1/query?query=up", headers={"Origin": origin})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.headers.get("Access-Control-Allow-Origin")
+
+
+def test_the_dashboard_page_shows_what_prometheus_answers_in_a_real_browser(cluster):
+    """The page (Perses's dashboard view of the Perses file) in headless Chromium over the last 20 minutes, which
+    hold the flood of the test before, once per tenant (its tenant variable): every panel has series where
+    Prometheus answers its queries with series, none shows an error, each tenant panel's legend gives the last and
+    the largest value of each series as Prometheus gives them for the very query the page sent, the guarantee is
+    the inventory's, and the page talks to 127.0.0.1 only."""
+    from playwright.sync_api import sync_playwright
+
+    executable = browser()
+    assert cors_allowed("http://127.0.0.1:%d" % DASHBOARD_PORT) == "http://127.0.0.1:%d" % DASHBOARD_PORT
+    assert cors_allowed("http://127.0.0.1:1") is None
+    end = time.time()
+    panels = dashboard.panels()
+    tenant_panels = [p for p in panels if any("$tenant" in t["expr"] for t in p["targets"])]
+    checked = []
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable,
+                                              args=[f for f in page.CHROMIUM_FLAGS if f != "--headless"])
+        try:
+            for tenant in ("team-a", "team-b"):
+                view = chromium.new_page(viewport={"width": page.WINDOW[0], "height": page.WINDOW[1]})
+                sent = []
+                view.on("request", lambda r: sent.append((r.url, r.method, r.post_data)))
+                view.goto(page.window_url(DASHBOARD, end - 1200, end) + "&var-tenant=" + tenant)
+                view.wait_for_load_state("networkidle", timeout=60000)
+                assert {urllib.parse.urlsplit(u).hostname for u, _m, _d in sent} == {"127.0.0.1"}, sent
+                asked = [urllib.parse.parse_qs(d) for u, m, d in sent if u.endswith("/api/v1/query_range") and d]
+                shown = view.locator('[data-testid="panel"]')
+                assert shown.count() == len(panels)
+                for index, panel in enumerate(panels):
+                    box = shown.nth(index)
+                    assert box.locator("header").inner_text().strip() == panel["title"]
+                    text = box.inner_text()
+                    assert "Failed" not in text and "rror" not in text, (panel["title"], text)
+                    rows = {}
+                    cells = box.locator("td[data-testid]")
+                    for i in range(cells.count()):
+                        kind = cells.nth(i).get_attribute("data-testid").rsplit("_", 1)[-1]
+                        rows.setdefault(kind, []).append(cells.nth(i).inner_text())
+                    legend = dict(zip(rows.get("label", []), zip(rows.get("last-number", []), rows.get("max", []))))
+                    answers = {}
+                    for form in asked:
+                        target = the_target(panel, form["query"][0], tenant)
+                        if target is None:
+                            continue
+                        data = json.load(urllib.request.urlopen(urllib.request.Request(
+                            PROMETHEUS + "/api/v1/query_range",
+                            data=urllib.parse.urlencode({k: v[0] for k, v in form.items()}).encode()), timeout=10))
+                        for series in data["data"]["result"]:
+                            values = [float(v) for _t, v in series["values"]]
+                            answers[series_name(target["legend"], series["metric"])] = (values[-1], max(values))
+                    assert answers == {} or legend, "%s: no series shown, Prometheus has %s" % (panel["title"], answers)
+                    assert set(legend) <= set(answers), (panel["title"], sorted(legend), sorted(answers))
+                    if panel in tenant_panels:
+                        assert all(name.startswith(tenant) for name in legend), (panel["title"], legend)
+                        for name, (last, largest) in legend.items():
+                            for cell, value in ((last, answers[name][0]), (largest, answers[name][1])):
+                                number = shown_number(cell, panel["unit"])
+                                assert abs(number - value) <= 0.01 * abs(value) + 1e-9, (panel["title"], name, cell, value)
+                                checked.append((tenant, panel["title"], name))
+                    if panel["id"] == 1:
+                        assert shown_number(legend["%s guaranteed" % tenant][0], "count") == GUARANTEES[tenant]
+                view.close()
+        finally:
+            chromium.close()
+    # Both tenants held GPUs and queued work in the flood: their numbers were compared on those panels at least.
+    wanted = {"GPUs held vs guaranteed per tenant", "Pending workloads per tenant"}
+    for tenant in ("team-a", "team-b"):
+        assert wanted <= {title for t, title, _n in checked if t == tenant}, checked

@@ -209,10 +209,13 @@ def judge_alerts(plan, kept, settings):
     if not plan["prometheus"]:
         return None
     expected = kept["alert_for"]
-    return alert_checks.alert_result(
+    result = alert_checks.alert_result(
         plan["scenario"], plan["flooder"], plan["arriver"], kept["flood_start"], kept["series"]["alerts"],
         kept["rule_groups"], [expected, duration_seconds(expected)], kept["series"]["dcgm_pods"],
         duration_seconds(settings["prometheus_step"]), kept["plots"])
+    if kept.get("screenshot_note"):
+        result["notes"] = [kept["screenshot_note"]]
+    return result
 
 
 def judge_kueue_restart(plan, kept, settings):
@@ -510,14 +513,18 @@ class Run(object):
     user, group and whether the GPUs are simulated (``load.job_manifest``); ``load_script``: files/gpu_load.py's
     text; ``prometheus``: a ``Prometheus`` or None; ``exec_in_pod(namespace, pod, argv)``: its stdout (real GPUs);
     ``draw(path, title, start, panels, spans)``: writes a PNG, returns whether it did; ``results_dir``: where;
-    ``faults``: how to break each component a fault scenario breaks (``{component: faults.fault's spec}``)."""
+    ``faults``: how to break each component a fault scenario breaks (``{component: faults.fault's spec}``);
+    ``screenshot(path, start, end)``: saves the dashboard page over that window (Unix seconds) as a PNG, returns
+    None or why it did not (None: no page to screenshot)."""
 
     def __init__(self, client, waiter, tenants, all_tenants, capacity, suffix, settings, pod, load_script,
-                 prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m", faults=None):
+                 prometheus=None, exec_in_pod=None, draw=None, results_dir=".", alert_for="5m", faults=None,
+                 screenshot=None):
         self.client, self.waiter, self.tenants, self.all_tenants = client, waiter, tenants, all_tenants
         self.capacity, self.suffix, self.settings, self.pod = capacity, suffix, settings, pod
         self.load_script, self.prometheus, self.exec_in_pod, self.draw = load_script, prometheus, exec_in_pod, draw
         self.results_dir, self.alert_for, self.faults = results_dir, alert_for, faults or {}
+        self.screenshot = screenshot
         self.broken = {}
         self.namespaces = [t["namespaces"][0] for t in all_tenants]
 
@@ -901,6 +908,15 @@ class Run(object):
             spans)
         kept["plots"] = [{"file": name, "title": "GPUs held vs guaranteed and pending workloads per tenant, from "
                                                  "Prometheus"}] if written else []
+        kept["screenshot_note"] = None
+        if self.screenshot:
+            shot = "%s-dashboard.png" % plan["scenario"]
+            why_not = self.screenshot("%s/%s" % (self.results_dir, shot), start - 10, end)
+            if why_not is None:
+                kept["plots"].append({"file": shot, "title": "The dashboard page over the scenario (Perses, headless "
+                                                             "Chromium): every panel, the same Prometheus"})
+            else:
+                kept["screenshot_note"] = "No screenshot of the dashboard page: %s" % why_not
 
     def do_prometheus_capacity(self, plan, kept, title, save):
         """Until Prometheus fires FairgpuGuaranteesOverCapacity (its ``for:`` as Prometheus evaluates it, then the
