@@ -136,13 +136,8 @@ def test_both_formats_carry_the_same_panels_queries_units_and_places():
         key = "panel%d" % panel["id"]
         chart = spec["panels"][key]["spec"]
         assert chart["display"]["name"] == panel["title"]
-        queries = [(q["spec"]["plugin"]["spec"]["query"], q["spec"]["plugin"]["spec"]["seriesNameFormat"])
-                   for q in chart["queries"]]
-        if len(panel["targets"]) == 1:
-            assert queries == [(t["expr"], t["legendFormat"]) for t in panel["targets"]]
-        else:  # each query's series told apart by a label (dashboard.perses_query)
-            assert queries == [('label_replace(%s, "fairgpu_query", "%s", "", "")' % (t["expr"], t["refId"]),
-                                t["legendFormat"]) for t in panel["targets"]]
+        assert [(q["spec"]["plugin"]["spec"]["query"], q["spec"]["plugin"]["spec"]["seriesNameFormat"])
+                for q in chart["queries"]] == [(t["expr"], t["legendFormat"]) for t in panel["targets"]]
         unit = [u for u, (g, _p) in dashboard.UNITS.items() if g == panel["fieldConfig"]["defaults"]["unit"]]
         assert chart["plugin"]["spec"]["yAxis"]["format"]["unit"] == dashboard.UNITS[unit[0]][1]
         assert (places[key]["x"], places[key]["y"], places[key]["width"], places[key]["height"]) == (

@@ -6,6 +6,6 @@ import { pluginReact } from '@rsbuild/plugin-react';
 export default defineConfig({
   plugins: [pluginReact()],
   html: { title: 'fairgpu: GPU tenancy' },
-  output: { assetPrefix: './', legalComments: 'none' },
+  output: { legalComments: 'none' },
   performance: { chunkSplit: { strategy: 'split-by-experience' } },
 });

@@ -224,18 +224,6 @@ def grafana_json():
     return json.dumps(grafana_dashboard(), indent=2, sort_keys=True) + "\n"
 
 
-def perses_query(panel, target):
-    """``target``'s PromQL as the Perses file gives it. In a panel of several queries each query's series get a label
-    ``fairgpu_query`` with the query's refId: Perses's time series chart keys a legend row by the series' labels and
-    its index within its own query, not by the query (``@perses-dev/timeseries-chart-plugin`` 0.10.2,
-    TimeSeriesChartPanel: ``seriesId = chartId + timeSeries.name + seriesIndex``), so two queries answering the same
-    label set (a tenant's GPUs held and guaranteed, both ``{cluster_queue="team-a"}``) collide, and one of the rows
-    goes missing from the legend."""
-    if len(panel["targets"]) < 2:
-        return target["expr"]
-    return 'label_replace(%s, "fairgpu_query", "%s", "", "")' % (target["expr"], target["ref"])
-
-
 def perses_dashboard(project="fairgpu"):
     """The dashboard as a Perses ``Dashboard`` resource (a dict) in ``project``. It names no datasource: its panels
     and variable use the Perses instance's default Prometheus datasource (of the project, or global), which the
@@ -253,7 +241,7 @@ def perses_dashboard(project="fairgpu"):
                            "stack": "all" if panel["stack"] else "none", "connectNulls": False}}},
             "queries": [{"kind": "TimeSeriesQuery", "spec": {"plugin": {
                 "kind": "PrometheusTimeSeriesQuery",
-                "spec": {"query": perses_query(panel, t), "seriesNameFormat": t["legend"]}}}}
+                "spec": {"query": t["expr"], "seriesNameFormat": t["legend"]}}}}
                 for t in panel["targets"]]}}
         items.append({"x": panel["x"], "y": panel["y"], "width": panel["w"], "height": panel["h"],
                       "content": {"$ref": "#/spec/panels/%s" % key}})
