@@ -92,11 +92,16 @@ def test_direct_query_replaces_grafana_variables_only():
         dashboard.direct_query("x[$unknown]")
 
 
-def promtool():
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest", "prometheus"],
+def built_binary(component, binary):
+    """The toolchain's ``binary`` of ``component`` where it is built (toolchain.sh manifest), else None."""
+    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest", component],
                          check=False, capture_output=True, text=True)
-    path = json.loads(out.stdout)["binaries"]["promtool"]
+    path = json.loads(out.stdout)["binaries"][binary]
     return path if out.returncode == 0 and os.path.exists(path) else None
+
+
+def promtool():
+    return built_binary("prometheus", "promtool")
 
 
 def test_every_panel_query_is_valid_promql(tmp_path):
@@ -156,10 +161,8 @@ def test_a_unit_the_formats_cannot_show_is_refused():
 
 
 def percli():
-    out = subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"), "manifest", "perses"],
-                         check=False, capture_output=True, text=True)
-    path = json.loads(out.stdout)["binaries"]["percli"]
-    if out.returncode == 0 and os.path.exists(path):
+    path = built_binary("perses", "percli")
+    if path:
         return path
     if os.environ.get("FAIRGPU_MAKE_TEST") is not None:
         pytest.fail("make test builds percli first (make toolchain-perses), but the toolchain has none")
