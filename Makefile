@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator toolchain-perses dashboard-page run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator toolchain-perses toolchain-prometheus-web dashboard-page run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -70,6 +70,10 @@ toolchain-prometheus-operator:
 toolchain-perses:
 	bash files/lab/toolchain/toolchain.sh ensure perses >/dev/null
 
+# Prometheus with its web UI (pnpm builds the UI from the module's web/ui): make run's monitoring builds it too.
+toolchain-prometheus-web:
+	bash files/lab/toolchain/toolchain.sh ensure prometheus-web >/dev/null
+
 # The dashboard page (files/lab/dashboard_page, npm), cached beside the toolchain: make run's monitoring builds it
 # too; make test builds it first so that its clusters do not queue for it.
 dashboard-page:
@@ -94,7 +98,7 @@ teardown: setup
 TEST_LANES := "lint rules integration-shared molecule" "unit integration-own"
 # PyTorch (a download) is installed while the toolchain builds (compiling), each once.
 test: setup
-	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator toolchain-perses dashboard-page loadgen-torch
+	$(MAKE) --no-print-directory -j3 toolchain toolchain-prometheus-operator toolchain-perses toolchain-prometheus-web dashboard-page loadgen-torch
 	$(BIN)/python tests/lanes.py $(TEST_LANES)
 
 # The torch path's test runs with the interpreter of loadgen-torch where its install is complete; without it (make

@@ -370,3 +370,62 @@ def test_the_dashboard_page_shows_what_prometheus_answers_in_a_real_browser(clus
     wanted = {"GPUs held vs guaranteed per tenant", "Pending workloads per tenant"}
     for tenant in ("team-a", "team-b"):
         assert wanted <= {title for t, title, _n in checked if t == tenant}, checked
+
+
+def test_prometheus_web_ui_shows_its_alerting_rules_and_graphs_in_a_real_browser(cluster):
+    """Prometheus's own web UI (monitoring_prometheus_web_ui: the prometheus-web build, its UI made from the pinned
+    module's web/ui) in headless Chromium: its title names the cluster (--web.page-title); the alerts page lists each
+    alerting rule of fairgpu's rule file that Prometheus loaded, with "firing (N)" and "pending (N)" badges as the
+    answer the page got has them; the query page graphs Kueue's GPU reservation per ClusterQueue over the last 20
+    minutes (the flood of the tests before) with a legend row for each series of the answer it got; both talk to
+    127.0.0.1 only and get every file they ask for. The UI holds a live notifications stream open
+    (/api/v1/notifications/live), so the page never goes network-idle: the test waits for the answers instead."""
+    from playwright.sync_api import sync_playwright
+
+    executable = browser()
+    with open(os.path.join(ROOT, "files", "monitoring", "fairgpu-alerts.rules.yml")) as handle:
+        alert_names = {r["alert"] for g in yaml.safe_load(handle)["groups"] for r in g["rules"] if "alert" in r}
+    expr = 'sum by (cluster_queue) (kueue_cluster_queue_resource_reservation{resource="nvidia.com/gpu"})'
+
+    def api(path):
+        return lambda response: urllib.parse.urlsplit(response.url).path == path
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable,
+                                              args=[f for f in page.CHROMIUM_FLAGS if f != "--headless"])
+        try:
+            view = chromium.new_page(viewport={"width": 1600, "height": 1200})
+            sent, refused = [], []
+            view.on("request", lambda r: sent.append(r.url))
+            view.on("response", lambda r: refused.append((r.status, r.url)) if r.status >= 400 else None)
+
+            with view.expect_response(api("/api/v1/rules")) as answer:
+                view.goto(PROMETHEUS + "/alerts")
+            rules = [r for g in answer.value.json()["data"]["groups"] for r in g["rules"]]
+            assert {r["name"] for r in rules} == alert_names
+            assert view.title() == "Prometheus of %s (fairgpu)" % CLUSTER
+            items = view.locator(".mantine-Accordion-item")
+            items.nth(len(rules) - 1).wait_for(timeout=30000)
+            shown = {}
+            for i in range(items.count()):
+                name, _, badges = items.nth(i).inner_text().strip().partition("\n")
+                shown[name.strip()] = {state.lower(): int(count) for state, count
+                                       in re.findall(r"(firing|pending) \((\d+)\)", badges, flags=re.I)}
+            assert shown == {r["name"]: {state: n for state in ("firing", "pending")
+                                         if (n := sum(1 for a in r["alerts"] if a["state"] == state))}
+                             for r in rules}, shown
+
+            with view.expect_response(api("/api/v1/query_range")) as answer:
+                view.goto(PROMETHEUS + "/query?" + urllib.parse.urlencode(
+                    {"g0.expr": expr, "g0.tab": "graph", "g0.range_input": "20m"}))
+            result = answer.value.json()["data"]["result"]
+            assert result, "Prometheus has no GPU reservation series of the last 20 minutes"
+            view.locator(".uplot canvas").first.wait_for(timeout=30000)
+            legend = view.locator(".u-legend").inner_text()
+            assert "Error executing query" not in view.locator("body").inner_text()
+            for series in result:
+                assert series["metric"]["cluster_queue"] in legend, (series["metric"], legend)
+        finally:
+            chromium.close()
+    assert {urllib.parse.urlsplit(u).hostname for u in sent} == {"127.0.0.1"}, sent
+    assert refused == [], refused

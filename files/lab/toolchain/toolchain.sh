@@ -9,8 +9,9 @@
 # promtool; the monitoring role's local server and the rule tests), kube-state-metrics (the local monitoring's
 # source of the nodes' allocatable GPUs and readiness), helm (the helm modes' client, with Kueue's own chart as the
 # Kueue module ships it), prometheus-operator (the operator and its CRDs; the helm-mode monitoring objects' test),
-# perses (percli, Perses's command line: the lint of the Perses dashboard file).
-# `ensure` without components builds the first six: the last three only where asked for.
+# perses (percli, Perses's command line: the lint of the Perses dashboard file), prometheus-web (prometheus with its
+# web UI, which npm builds; the lab's monitoring server where its web UI is asked for).
+# `ensure` without components builds the first six: the last four only where asked for.
 #
 # Versions come from versions.env beside this script unless the environment sets them. The cache is
 # ${FAIRGPU_CACHE:-$HOME/.cache/fairgpu}/<component>-<version>/; a component whose directory holds a
@@ -179,22 +180,63 @@ build_prometheus_operator() {
 
 # Prometheus and promtool from the Go module github.com/prometheus/prometheus (no replaces: plain go install).
 # Tag remove_all_sd leaves out the cloud service discoveries (static and file discovery stay), which the local
-# server does not use and which would double the build. Without tag builtinassets there is no web UI: upstream
-# builds it with npm and embeds it only in release binaries; the HTTP API is complete.
+# server does not use and which would double the build. Without tag builtinassets there is no web UI (the HTTP API
+# is complete): prometheus-web below is the build with it.
 prometheus_module_version() {
   local major minor patch
   IFS=. read -r major minor patch <<<"${1#v}"
   printf 'v0.%d%02d.%d' "$major" "$minor" "$patch"
 }
 
+# The version a release sets (github.com/prometheus/common/version, as .promu.yml's ldflags do).
+prometheus_ldflags() {
+  local p=github.com/prometheus/common/version
+  printf -- '-s -w -X %s.Version=%s -X %s.Revision=%s -X %s.Branch=release -X %s.BuildUser=fairgpu -X %s.BuildDate=19700101-00:00:00' \
+    "$p" "${1#v}" "$p" "$(prometheus_module_version "$1")" "$p" "$p" "$p"
+}
+
 build_prometheus() {
-  local v=$PROMETHEUS_VERSION out mv p=github.com/prometheus/common/version
+  local v=$PROMETHEUS_VERSION out mv
   out=$(component_dir prometheus "$v"); mv=$(prometheus_module_version "$v")
   mkdir -p "$out/bin"
   say "building prometheus, promtool $v (module $mv)"
   with_heartbeat "building prometheus $v" env GOBIN="$out/bin" go install -trimpath -tags remove_all_sd,netgo \
-    -ldflags "-s -w -X $p.Version=${v#v} -X $p.Revision=$mv -X $p.Branch=release -X $p.BuildUser=fairgpu -X $p.BuildDate=19700101-00:00:00" \
+    -ldflags "$(prometheus_ldflags "$v")" \
     "github.com/prometheus/prometheus/cmd/prometheus@$mv" "github.com/prometheus/prometheus/cmd/promtool@$mv"
+}
+
+# Prometheus with its web UI, built as upstream's release binaries are (Makefile: assets-compress, then the Go build
+# with tag builtinassets): in a copy of the module's sources, web/ui installed with pnpm (PNPM_VERSION, from the npm
+# registry, upstream's pnpm-lock.yaml with PROMETHEUS_WEB_NPM_OVERRIDES, install scripts off by web/ui/.npmrc) and
+# the UI built (build_ui.sh --mantine-ui: the UI and the two PromQL modules it uses), the assets gzipped and listed in
+# web/ui/embed.go by scripts/compress_assets.sh, then the Go build (GOWORK=off: the module's go.work names nested
+# modules its published zip leaves out). The sources, pnpm and its store (about 450 MB) are removed afterwards.
+# About a minute when the Go build cache holds the prometheus component's packages.
+build_prometheus_web() {
+  local v=$PROMETHEUS_VERSION out mv moddir override frozen=--frozen-lockfile
+  out=$(component_dir prometheus-web "$v"); mv=$(prometheus_module_version "$v")
+  command -v npm >/dev/null || die "npm is not on PATH: Prometheus's web UI is built with pnpm from the npm registry; install Node.js 20 or later with npm"
+  moddir=$(module_dir "github.com/prometheus/prometheus@$mv")
+  rm -rf "$out" && mkdir -p "$out/bin"
+  cp -r "$moddir" "$out/src" && chmod -R u+w "$out/src"
+  say "installing pnpm $PNPM_VERSION from the npm registry"
+  npm install --silent --no-audit --no-fund --prefix "$out/pnpm" "pnpm@$PNPM_VERSION" >&2
+  if [[ -n ${PROMETHEUS_WEB_NPM_OVERRIDES:-} ]]; then
+    {
+      echo 'overrides:'
+      for override in $PROMETHEUS_WEB_NPM_OVERRIDES; do printf "  '%s': '%s'\n" "${override%@*}" "${override##*@}"; done
+    } >>"$out/src/web/ui/pnpm-workspace.yaml"
+    frozen=--no-frozen-lockfile
+  fi
+  say "building Prometheus's web UI $v (module $mv)"
+  (cd "$out/src/web/ui" && export PATH="$out/pnpm/node_modules/.bin:$PATH" CI="" &&
+    with_heartbeat "installing the web UI's packages" pnpm install --silent "$frozen" --store-dir "$out/pnpm-store" >&2 &&
+    with_heartbeat "building the web UI" pnpm run build:mantine-ui >&2)
+  (cd "$out/src" && bash scripts/compress_assets.sh >&2)
+  say "building prometheus $v with its web UI"
+  (cd "$out/src" && with_heartbeat "building prometheus $v with its web UI" env GOWORK=off go build -trimpath \
+    -tags remove_all_sd,netgo,builtinassets -ldflags "$(prometheus_ldflags "$v")" -o "$out/bin/prometheus" ./cmd/prometheus)
+  rm -rf "$out/src" "$out/pnpm" "$out/pnpm-store"
 }
 
 # percli from the Go module github.com/perses/perses, through a wrapper module: the proxy answers no version list
@@ -241,13 +283,13 @@ version_of() {
     kwok) echo "$KWOK_VERSION" ;; kueue) echo "$KUEUE_VERSION" ;; prometheus) echo "$PROMETHEUS_VERSION" ;;
     kube-state-metrics) echo "$KUBE_STATE_METRICS_VERSION" ;;
     helm) echo "$HELM_VERSION" ;; prometheus-operator) echo "$PROMETHEUS_OPERATOR_VERSION" ;;
-    perses) echo "$PERSES_VERSION" ;;
-    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus kube-state-metrics helm prometheus-operator perses)" ;;
+    perses) echo "$PERSES_VERSION" ;; prometheus-web) echo "$PROMETHEUS_VERSION" ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok kueue prometheus kube-state-metrics helm prometheus-operator perses prometheus-web)" ;;
   esac
 }
 
 manifest() {
-  local k e w q p s h o r
+  local k e w q p s h o r pw
   k=$(component_dir kubernetes "$KUBERNETES_VERSION")/bin
   e=$(component_dir etcd "$ETCD_VERSION")/bin
   w=$(component_dir kwok "$KWOK_VERSION")/bin
@@ -257,6 +299,7 @@ manifest() {
   h=$(component_dir helm "$HELM_VERSION")
   o=$(component_dir prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
   r=$(component_dir perses "$PERSES_VERSION")/bin
+  pw=$(component_dir prometheus-web "$PROMETHEUS_VERSION")/bin
   local names=""
   ((${#built[@]})) && names=$(printf '"%s",' "${built[@]}") && names=${names%,}
   cat <<EOF
@@ -269,7 +312,8 @@ manifest() {
   "kwok": "$w/kwok", "kwokctl": "$w/kwokctl", "kueue": "$q/bin/kueue",
   "prometheus": "$p/prometheus", "promtool": "$p/promtool", "kube-state-metrics": "$s/kube-state-metrics",
   "helm": "$h/bin/helm",
-  "prometheus-operator": "$o/bin/prometheus-operator", "percli": "$r/percli"},
+  "prometheus-operator": "$o/bin/prometheus-operator", "percli": "$r/percli",
+  "prometheus-web": "$pw/prometheus"},
  "kwok_stages": "$(dirname "$w")/stages/stages.yaml", "kueue_manifests": "$q/manifests",
  "kueue_chart": "$h/charts/kueue-$KUEUE_VERSION", "prometheus_operator_crds": "$o/crd"}
 EOF
