@@ -12,7 +12,7 @@ INVENTORY ?= inventories/local/hosts.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup toolchain toolchain-prometheus-operator toolchain-perses toolchain-prometheus-web dashboard-page run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
+.PHONY: help setup toolchain toolchain-prometheus-operator toolchain-perses toolchain-prometheus-web dashboard-page run site validate teardown test loadgen-torch unit lint sanity rules integration integration-shared integration-own test-fleet test-multikueue test-replay replay replay-compare replay-sweep replay-advise molecule molecule-mig bench bench-scale bench-scale-baseline noisy-neighbour clean
 
 help:
 	@echo "make run        bring up the embedded cluster, deploy path $(FAIRGPU_PATH), validate, write results/"
@@ -20,6 +20,7 @@ help:
 	@echo "make molecule-mig molecule test -s mig (path mig on a cluster of its own, about 6 min)"
 	@echo "make teardown   remove the embedded cluster and Kueue (the binary cache stays)"
 	@echo "make test-fleet roll out, drift-check, validate and break a fleet of three embedded clusters (about 7 min)"
+	@echo "make test-multikueue MultiKueue on three embedded clusters: dispatch, status, a flood, a lost worker (docs/multikueue.md)"
 	@echo "make bench      benchmark site.yml against kubectl apply (figures for docs/measurements.md)"
 	@echo "make bench-scale 1,000 simulated GPU nodes, 20 tenants, 10,000 Workloads through Kueue (SCALE_NODES, SCALE_TENANTS, SCALE_WORKLOADS, SCALE_PODS; docs/measurements.md: Scale)"
 	@echo "make bench-scale-baseline Kueue's own scheduler performance baseline shape (v0.19.2 configs/baseline) beside upstream's bounds"
@@ -143,6 +144,11 @@ integration-own: setup toolchain toolchain-prometheus-operator
 
 test-fleet: setup toolchain
 	$(BIN)/python -m pytest -q tests/integration/test_97_fleet.py
+
+# MultiKueue on three embedded clusters alone (tests/integration/test_99_multikueue.py, inventories/multikueue-embedded;
+# make test runs it in its second lane).
+test-multikueue: setup toolchain
+	$(BIN)/python -m pytest -v -p no:cacheprovider tests/integration/test_99_multikueue.py
 
 # The replay of make test alone (tests/integration/test_98_replay.py, its own cluster fairgpu-replay).
 test-replay: setup toolchain

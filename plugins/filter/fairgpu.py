@@ -14,6 +14,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.cluster import pod
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import drift
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import chart as kueue_chart
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import configuration as kueue_configuration
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import multikueue
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import settings as kueue_settings
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import webhooks as kueue_webhooks
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.plan import fleet
@@ -82,6 +83,11 @@ class FilterModule(object):
             "kueue_chart_ref_errors": kueue_chart.chart_ref_errors,
             "kueue_chart_object_names": kueue_chart.object_names,
             "kueue_configuration_differences": kueue_configuration.configuration_differences,
+            "multikueue_role_errors": multikueue.role_errors,
+            "multikueue_guarantee_errors": multikueue.guarantee_errors,
+            "multikueue_worker_identity": multikueue.worker_identity,
+            "multikueue_manager_objects": multikueue.manager_objects,
+            "multikueue_held_credentials": multikueue.held_credentials,
             "drift_lines": drift.difference_lines,
             "gpu_operator_cluster_policy_fields": gpu_operator_values.cluster_policy_fields,
             "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,

@@ -96,6 +96,18 @@ options:
       - ResourceFlavor settings per GPU product (C(tolerations), C(node_labels)); null, the taints common to each
         product's schedulable nodes, tolerated (docs/tenants.md).
     type: dict
+  multikueue:
+    description:
+      - The cluster's part in MultiKueue (docs/multikueue.md). C(manager) - every ClusterQueue carries the MultiKueue
+        admission check C(fairgpu-multikueue) (inactive, admitting nothing, until the multikueue role creates it), and
+        tenant Jobs are managed by C(kueue.x-k8s.io/multikueue) (Kueue's webhook sets it) and by nothing else.
+        C(worker) - the tenants' groups get no Role and no RoleBinding in their namespaces (those fairgpu made before
+        are deleted), so work reaches the worker only through the manager's quota. C(none) - a cluster of its own.
+      - I(nodes) on a manager are the workers' GPU nodes (it has none of its own), so each tenant's guarantee there is
+        checked against the fleet.
+    type: str
+    choices: [none, manager, worker]
+    default: none
   prune:
     description:
       - Remove the ClusterQueue, LocalQueues, quotas and RBAC of tenants on the cluster that are not in O(tenants)
@@ -209,7 +221,10 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     KUEUE_API,
     LOCAL_QUEUE_SUFFIX,
     MANAGED_BY_LABEL,
+    MULTIKUEUE_ROLES,
+    RBAC_API,
     TENANT_LABEL,
+    TENANT_ROLE,
 )
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.tenants import plan as tenant_plan
@@ -232,6 +247,7 @@ def argspec():
         workload_priority_classes=dict(type="list", elements="dict"),
         isolation=dict(type="dict"),
         gpu_flavors=dict(type="dict"),
+        multikueue=dict(type="str", choices=list(MULTIKUEUE_ROLES), default="none"),
         prune=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=60),
     )
@@ -245,7 +261,7 @@ def plan(module, nodes):
         params["tenants"], nodes, cohort=params["cohort"], preemption=params["preemption"],
         queueing_strategy=params["queueing_strategy"], limit_range=params["default_container_resources"],
         local_queue_suffix=params["local_queue_suffix"], priority_classes=params["workload_priority_classes"],
-        isolation=params["isolation"], gpu_flavors=params["gpu_flavors"])
+        isolation=params["isolation"], gpu_flavors=params["gpu_flavors"], multikueue=params["multikueue"])
 
 
 class Tenants(object):
@@ -325,6 +341,12 @@ def converge(module, client, waiter=None):
     differences = []
     for definition in planned["objects"]:
         differences.extend(run.applier.apply(definition, new_namespaces))
+    if module.params["multikueue"] == "worker":
+        # A cluster that becomes a MultiKueue worker keeps no access of the tenants' own from before.
+        for namespace in sorted(o["metadata"]["name"] for o in planned["objects"] if o["kind"] == "Namespace"):
+            for kind in ("RoleBinding", "Role"):
+                run.applier.delete({"apiVersion": RBAC_API, "kind": kind,
+                                    "metadata": {"name": TENANT_ROLE, "namespace": namespace}})
     applied = bool(run.applier.changed)
     if applied and not module.check_mode:
         run.settle_policies(planned["objects"])

@@ -33,6 +33,7 @@ OWN_CLUSTER = "own_cluster"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "fleet: the fleet's runs on three embedded clusters (make test-fleet)")
+    config.addinivalue_line("markers", "multikueue: MultiKueue on three embedded clusters (make test-multikueue)")
     config.addinivalue_line("markers", OWN_CLUSTER + ": the file brings an embedded cluster of its own and never uses the "
                             "shared one (make test runs these beside the shared cluster's tests)")
 

@@ -408,7 +408,7 @@ def test_prometheus_web_ui_shows_its_alerting_rules_and_graphs_in_a_real_browser
             items.nth(len(rules) - 1).wait_for(timeout=30000)
             shown = {}
             for i in range(items.count()):
-                name, _, badges = items.nth(i).inner_text().strip().partition("\n")
+                name, _sep, badges = items.nth(i).inner_text().strip().partition("\n")
                 shown[name.strip()] = {state.lower(): int(count) for state, count
                                        in re.findall(r"(firing|pending) \((\d+)\)", badges, flags=re.I)}
             assert shown == {r["name"]: {state: n for state in ("firing", "pending")

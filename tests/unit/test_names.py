@@ -70,6 +70,6 @@ def test_names_of_objects_only_python_sends_are_not_in_yaml():
     only_python = set(NAMES) - set(names.YAML_LITERALS) - {"GPU_RESOURCE", "MIG_RESOURCE_PREFIX", "GPU_PRODUCT_LABEL",
                                                            "GPU_COUNT_LABEL", "ADMISSION_API", "RBAC_API",
                                                            "JOB_NAME_LABEL", "WORKLOAD_PREFIX", "MIG_CONFIG_LABEL",
-                                                           "MIG_STATE_LABEL"}
+                                                           "MIG_STATE_LABEL", "MULTIKUEUE_CONTROLLER"}
     found = ["%s in %s" % (key, path) for key in sorted(only_python) for path in _yaml_files() if _says(path, NAMES[key])]
     assert not found, found

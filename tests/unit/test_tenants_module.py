@@ -93,7 +93,7 @@ class Module(object):
         self.params = dict(state="present", tenants=TENANTS, nodes=None, spec_only=False, cohort="fairgpu",
                            preemption=None, queueing_strategy="BestEffortFIFO", default_container_resources=None,
                            local_queue_suffix="-queue", workload_priority_classes=None, isolation=None,
-                           gpu_flavors=None, prune=False, wait_timeout=60)
+                           gpu_flavors=None, multikueue="none", prune=False, wait_timeout=60)
         self.params.update(params)
         self.check_mode, self._diff = check_mode, diff
 
@@ -124,6 +124,17 @@ def test_the_first_run_applies_every_object_and_a_second_changes_nothing():
     assert [t["name"] for t in first["plan"]["tenants"]] == ["team-a", "team-b"]
     how, second = converge(api)
     assert how == "exit" and not second["changed"] and second["changed_objects"] == [] and second["drift"] == []
+
+
+def test_a_cluster_that_becomes_a_multikueue_worker_loses_the_tenants_access_and_a_second_run_changes_nothing():
+    api = FakeApi(nodes())
+    converge(api)
+    assert api.named("RoleBinding") and api.named("Role")
+    how, result = converge(api, multikueue="worker")
+    assert how == "exit" and "RoleBinding/team-a/fairgpu-tenant" in result["changed_objects"]
+    assert api.named("RoleBinding") == [] and api.named("Role") == []
+    how, again = converge(api, multikueue="worker")
+    assert how == "exit" and not again["changed"], again["changed_objects"]
 
 
 def test_a_hand_edit_is_drift_listed_and_taken_back():

@@ -101,6 +101,15 @@ ADMISSION_POLICIES = (GPU_POD_POLICY, POD_CREATOR_POLICY, WORKLOAD_KINDS_POLICY,
 # The ResourceQuota that holds pods of the PriorityClasses tenants may not use at 0 (tenants_isolation
 # denied_pod_priority_classes).
 PRIORITY_QUOTA = "fairgpu-denied-priority"
+# MultiKueue (docs/multikueue.md): a cluster's part in it (inventory variable multikueue_role), the controller name of
+# Kueue's MultiKueue admission check and the managedBy value its Job webhook gives a manager's Jobs (Kueue v0.19.2
+# apis/kueue/v1beta2/multikueue_types.go MultiKueueControllerName), and fairgpu's objects on the manager.
+MULTIKUEUE_ROLES = ("none", "manager", "worker")
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_ADMISSION_CHECK = "fairgpu-multikueue"
+MULTIKUEUE_CONFIG = "fairgpu-workers"
+# On each worker: the ServiceAccount the manager's Kueue acts as, and its ClusterRole and binding.
+MULTIKUEUE_WORKER_IDENTITY = "fairgpu-manager"
 # A tenant's LocalQueue is <tenant><suffix> (role variable tenants_local_queue_suffix).
 LOCAL_QUEUE_SUFFIX = "-queue"
 # Job name prefixes: the validation's load Jobs, and the isolation probe's objects.
@@ -111,11 +120,12 @@ PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # Where role YAML and templates write one of these names literally (Jinja cannot import it), by name.
 YAML_LITERALS = {
-    "KUEUE_API": ("roles/kueue/tasks/install.yml", "roles/replay/tasks/main.yml"),
+    "KUEUE_API": ("roles/kueue/tasks/install.yml", "roles/multikueue/tasks/manager.yml", "roles/replay/tasks/main.yml"),
     "REPLAY_LABEL": ("roles/replay/tasks/main.yml",),
-    "MANAGED_BY_LABEL": ("roles/lab_monitoring/tasks/process.yml",),
+    "MANAGED_BY_LABEL": ("roles/lab_monitoring/tasks/process.yml", "roles/multikueue/tasks/manager.yml"),
     "LOCAL_QUEUE_SUFFIX": ("roles/tenants/defaults/main.yml", "roles/tenants/meta/argument_specs.yml"),
     "GPU_PRESENT_LABEL": ("roles/gpu_operator/meta/argument_specs.yml", "roles/gpu_operator/tasks/install.yml",
-                          "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml"),
+                          "roles/mig_config/defaults/main.yml", "roles/mig_config/meta/argument_specs.yml",
+                          "roles/multikueue/tasks/worker_nodes.yml"),
     "HOSTNAME_LABEL": ("roles/lab_cluster/templates/kwok-nodes.yaml.j2",),
 }

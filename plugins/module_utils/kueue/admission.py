@@ -43,6 +43,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     JOB_POLICY,
     MANAGED_BY,
     MIG_RESOURCE_PREFIX,
+    MULTIKUEUE_CONTROLLER,
     OBJECT_SIZE_POLICY,
     POD_CREATOR_POLICY,
     PRIORITY_CLASS_LABEL,
@@ -398,7 +399,7 @@ def template_rules(isolation, limit_range, per_gpu=None):
     return rules
 
 
-def job_rules():
+def job_rules(multikueue="none"):
     """The rules on the Job itself, ``[validation]``:
 
     - a WorkloadPriorityClass only from its namespace's ``fairgpu.io/workload-priority-classes`` annotation, and no
@@ -407,12 +408,16 @@ def job_rules():
     - no controller owner but a CronJob: Kueue treats a Job whose controller is a Job it manages as that Job's
       child, with no Workload of its own (jobframework reconciler ``shouldSuspendChildJob``, Kueue v0.19.2);
     - no ``spec.managedBy`` but the Job controller's: another controller's Job is admitted by Kueue and run by
-      nobody here (a MultiKueue manager sets its own value; batch/v1 JobSpec.managedBy);
+      nobody here (batch/v1 JobSpec.managedBy). On a MultiKueue manager (``multikueue`` manager) the one value is
+      MultiKueue's, which Kueue's Job webhook writes into a new Job of a ClusterQueue with the MultiKueue check
+      (pkg/controller/jobframework/defaults.go, v0.19.2; mutating admission runs before this policy): the Job is
+      then run by a worker's Job controller, and a tenant may not choose another;
     - no finalizer added: a deleted Job that keeps one stays, and Kueue releases its quota while its pods run;
     - only an identity that may write Workload status (Kueue) changes a Job's spec once it is created: the
       ``edit`` role allows tenants to patch Jobs, and an unsuspended Job's pods, or a Job scaled up past what its
       Workload was admitted for, start before Kueue suspends it again.
     """
+    managed_by = MULTIKUEUE_CONTROLLER if multikueue == "manager" else JOB_CONTROLLER
     kueue = ("authorizer.group('kueue.x-k8s.io').resource('workloads').subresource('status')"
              ".namespace(namespaceObject.metadata.name).check('update').allowed()")
     return [
@@ -436,10 +441,13 @@ def job_rules():
          "reason": "Forbidden",
          "message": "a tenant Job may not name a controller owner: Kueue would run it as a child of that Job, "
                     "outside the tenant's ClusterQueue; submit it as a Job of its own with the label " + QUEUE_LABEL},
-        {"expression": "!has(object.spec.managedBy) || object.spec.managedBy == '%s'" % JOB_CONTROLLER,
+        {"expression": "!has(object.spec.managedBy) || object.spec.managedBy == '%s'" % managed_by,
          "reason": "Forbidden",
-         "message": "tenant Jobs may not set spec.managedBy: Kueue would admit a Job that no controller here runs; "
-                    "remove it"},
+         "message": ("tenant Jobs may not set spec.managedBy: Kueue would admit a Job that no controller here runs; "
+                     "remove it") if managed_by == JOB_CONTROLLER else
+                    ("tenant Jobs on a MultiKueue manager are managed by %s (Kueue sets it) and by nothing else: "
+                     "another controller would run the Job outside the fleet's quota; remove spec.managedBy"
+                     % managed_by)},
         # The garbage collector removes its own finalizers (orphan, foregroundDeletion) with an update; the API
         # server adds them on delete without admission.
         {"expression": "!has(object.metadata.finalizers) || object.metadata.finalizers.all(f, request.operation == "
@@ -487,11 +495,12 @@ _ASKS = ("has(c.resources.%%(f)s) && c.resources.%%(f)s.exists(r, %s && "
          "quantity(string(c.resources.%%(f)s[r])).isGreaterThan(quantity('0')))" % _ACCELERATOR)
 
 
-def policies(isolation, limit_range, per_gpu=None):
+def policies(isolation, limit_range, per_gpu=None, multikueue="none"):
     """Every policy and binding of the module docstring, in apply order. ``isolation``: the namespace policy in
     force (``kueue/objects.py`` ``isolation_policy``); ``limit_range``: the LimitRange's default container
     ``{"cpu", "memory"}``; ``per_gpu``: the GPU nodes' least ``{"cpu": millicores, "memory": bytes}`` per GPU
-    (``share_rules``; None: no such bound). Returns manifest dicts."""
+    (``share_rules``; None: no such bound); ``multikueue``: the cluster's part in MultiKueue (``job_rules``).
+    Returns manifest dicts."""
     pod_containers = "(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
     gpu_pods = {
         "variables": [{"name": "accelerators", "expression": pod_containers + ".exists(c, has(c.resources) && ((%s) "
@@ -541,7 +550,7 @@ def policies(isolation, limit_range, per_gpu=None):
             CONTAINERS_VARIABLE,
             POD_RESOURCES_VARIABLE,
         ],
-        "validations": job_rules() + [
+        "validations": job_rules(multikueue) + [
             {"expression": "variables.templateUnchanged || (%s)" % expression, "reason": "Forbidden", "message": message}
             for expression, message in template_rules(isolation, limit_range, per_gpu)],
     }

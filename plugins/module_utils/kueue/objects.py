@@ -27,6 +27,7 @@ from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names impor
     LIMIT_RANGE,
     LOCAL_QUEUE_SUFFIX,
     MANAGED_BY,
+    MULTIKUEUE_ADMISSION_CHECK,
     PRIORITY_CLASSES_ANNOTATION,
     PRIORITY_QUOTA,
     RBAC_API,
@@ -247,7 +248,7 @@ def _split_quantity(text, weights, unit):
     return [canonical_quantity(p * MIB, binary=True) for p in split(int(parse_quantity(text)) // MIB, weights)]
 
 
-def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
+def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy, multikueue="none"):
     """The tenant's ClusterQueue. It covers CPU, memory, the accelerator and ``pods`` (Kueue then counts one per
     pod of a workload: pkg/scheduler/flavorassigner/flavorassigner.go, v0.19.2); every covered resource is
     quota Kueue can reclaim, so no tenant fills the nodes' pod limit (110 per node by default) outside it.
@@ -259,7 +260,12 @@ def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
     CPU, memory and pods therefore stay in the accelerator's group and are split between the products in
     proportion to the tenant's GPUs on each (``split``): the flavor pins the pods to that product's nodes, so that
     is where their CPU and memory are. A group of their own with a flavor without nodeLabels would let a tenant's
-    CPU quota be spent on any node, and its CPU-only pods leave the GPU nodes the capacity was counted on."""
+    CPU quota be spent on any node, and its CPU-only pods leave the GPU nodes the capacity was counted on.
+
+    ``multikueue`` manager: the ClusterQueue carries the MultiKueue admission check, so a Workload it reserves
+    quota for runs on a worker (v1beta2 ``admissionChecksStrategy``, without ``onFlavors``, which makes Kueue set
+    the ClusterQueue inactive: pkg/cache/scheduler/clusterqueue.go, v0.19.2). Until the check exists the
+    ClusterQueue is inactive and admits nothing, so no Job runs before the workers are joined."""
     products = tenant["products"]
     weights = [p["gpus"] for p in products]
     cpus = _split_quantity(tenant["cpu"], weights, 1000)
@@ -301,6 +307,8 @@ def cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy):
         spec["flavorFungibility"] = dict(FLAVOR_FUNGIBILITY)
     if cohort:
         spec["cohortName"] = cohort
+    if multikueue == "manager":
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": MULTIKUEUE_ADMISSION_CHECK}]}
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
             "metadata": {"name": tenant["name"], "labels": _labels(tenant["name"])}, "spec": spec}
 
@@ -346,11 +354,13 @@ def accelerator_allotment(tenants, flavors):
             for resource, count in sorted(devices.items())]
 
 
-def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None, closed=()):
+def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolation=None, closed=(), multikueue="none"):
     """A tenant namespace and what holds in it: LocalQueues, ResourceQuota (the accelerator's hard maximum,
     ``pods``, ``count/jobs.batch``, and 0 for each accelerator resource of ``closed``, see ``closed_resources``),
     LimitRange, Role and RoleBinding. The Namespace carries the Pod Security labels of ``isolation``
-    (``isolation_policy``)."""
+    (``isolation_policy``). On a MultiKueue ``worker`` the tenant's groups get no Role and no RoleBinding: work
+    reaches a worker only through the manager, whose quota it passed (MultiKueue creates it as the worker's
+    ServiceAccount ``MULTIKUEUE_WORKER_IDENTITY``)."""
     isolation = isolation_policy(isolation)
     gpu = tenant["gpu_resource"]
     labels = _labels(tenant["name"])
@@ -400,14 +410,14 @@ def namespace_objects(namespace, tenant, local_queue_name, limit_range, isolatio
              "maxLimitRequestRatio": {resource: _quantity(isolation["%s_limit_request_ratio" % resource], milli=True)
                                       for resource in ("cpu", "memory")},
          }, {"type": "Pod", "max": dict(per_pod)}]}},
-    ] + priority_quota(namespace, labels, isolation["denied_pod_priority_classes"]) + [
+    ] + priority_quota(namespace, labels, isolation["denied_pod_priority_classes"]) + ([] if multikueue == "worker" else [
         tenant_role(namespace, tenant),
         {"apiVersion": RBAC_API, "kind": "RoleBinding",
          "metadata": {"name": TENANT_ROLE, "namespace": namespace, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
                       for group in tenant["groups"]]},
-    ]
+    ])
 
 
 def priority_quota(namespace, labels, denied):
@@ -441,7 +451,7 @@ def object_errors(objects):
 
 def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
                    local_queue_suffix=LOCAL_QUEUE_SUFFIX, limit_range=None, priority_classes=(), isolation=None,
-                   per_gpu=None):
+                   per_gpu=None, multikueue="none"):
     """Every object of the tenants, in apply order (cluster-scoped first).
 
     ``tenants``: normalised tenants (``tenant_spec.normalise``) with their ``products`` (``assign_products``);
@@ -451,7 +461,9 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     ``{"cpu", "memory"}``; ``priority_classes``: the platform's WorkloadPriorityClasses
     ``[{"name", "value", "description"}]``; ``isolation``: the namespace policy (``isolation_policy``);
     ``per_gpu``: the GPU nodes' least CPU and memory per GPU (``tenants.plan.cluster_capacity``), which bounds a
-    pod's CPU and memory by its devices (None: no bound).
+    pod's CPU and memory by its devices (None: no bound); ``multikueue``: the cluster's part in MultiKueue
+    (``MULTIKUEUE_ROLES``: a manager's ClusterQueues carry the MultiKueue check and its Jobs Kueue's managedBy, a
+    worker's namespaces give the tenants no access).
     Returns a list of manifest dicts.
     """
     if preemption is None:
@@ -460,7 +472,7 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
         limit_range = DEFAULT_CONTAINER_RESOURCES
     named = {p["product"] for t in tenants for p in t["products"]}
     used = {f["name"]: f for f in flavors if f["product"] in named}
-    objects = admission.policies(isolation_policy(isolation), limit_range, per_gpu)
+    objects = admission.policies(isolation_policy(isolation), limit_range, per_gpu, multikueue=multikueue)
     for priority_class in priority_classes:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass",
                         "metadata": {"name": priority_class["name"], "labels": _labels()},
@@ -471,9 +483,9 @@ def tenant_objects(tenants, flavors, cohort="fairgpu", preemption=None, queueing
     for name in sorted(used):
         objects.append(flavor_object(used[name]))
     for tenant in tenants:
-        objects.append(cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy))
+        objects.append(cluster_queue(tenant, flavors, cohort, preemption, queueing_strategy, multikueue))
     for tenant in tenants:
         for namespace in tenant["namespaces"]:
             objects.extend(namespace_objects(namespace, tenant, tenant["name"] + local_queue_suffix, limit_range,
-                                             isolation, closed_resources(tenant, flavors)))
+                                             isolation, closed_resources(tenant, flavors), multikueue))
     return objects

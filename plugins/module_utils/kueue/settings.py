@@ -56,6 +56,7 @@ DEFAULTS = {
     "kueue_fair_sharing": True,
     "kueue_fair_sharing_preemption_strategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
     "kueue_admission_fair_sharing": None,
+    "kueue_multikueue": None,
     "kueue_wait_for_pods_ready": None,
     "kueue_feature_gates": {},
 }
@@ -80,6 +81,14 @@ AFS_MAX_INTERVAL_PART = 4
 # step smaller than that is lost, and with a half-life long enough against the interval a LocalQueue's GPUs never
 # enter its usage (kubernetes-sigs/kueue#13596, consumedResources stuck at 0). fairgpu asks for room above it.
 AFS_MIN_ALPHA = 1e-6
+# MultiKueue's part of the Configuration on a manager cluster (apis/config/v1beta2/configuration_types.go MultiKueue,
+# Kueue v0.19.2; defaults.go: gcInterval 1m, origin multikueue, workerLostTimeout 15m, the all-at-once dispatcher).
+MULTIKUEUE_KEYS = ("gcInterval", "origin", "workerLostTimeout", "dispatcherName")
+# The dispatchers Kueue itself runs; it does not validate the name, and any other makes it wait for an external
+# dispatcher that nominates the workers (pkg/controller/workloaddispatcher, v0.19.2): nothing would be dispatched.
+MULTIKUEUE_DISPATCHERS = ("kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+                          "kueue.x-k8s.io/multikueue-dispatcher-incremental")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 # The gates only the local process sets (see the module docstring).
 LOCAL_FEATURE_GATES = {"VisibilityOnDemand": False}
 # The pod template annotation of the rendered tree's Deployment patch.
@@ -102,6 +111,7 @@ TABLE = [
     ("kueue_fair_sharing", "fairSharing (present or absent)"),
     ("kueue_fair_sharing_preemption_strategies", "fairSharing.preemptionStrategies"),
     ("kueue_admission_fair_sharing", "admissionFairSharing (present or absent)"),
+    ("kueue_multikueue", "multiKueue (present or absent)"),
     ("kueue_wait_for_pods_ready", "waitForPodsReady"),
     ("kueue_feature_gates", "--feature-gates"),
 ]
@@ -165,6 +175,9 @@ def configuration(settings, namespace, mode, local=None):
             "usageSamplingInterval": admission.get("usageSamplingInterval") or AFS_DEFAULT_INTERVAL,
             "resourceWeights": admission["resourceWeights"] if admission.get("resourceWeights") is not None
             else dict(AFS_DEFAULT_RESOURCE_WEIGHTS)}
+    multikueue = _get(settings, "kueue_multikueue")
+    if multikueue:
+        config["multiKueue"] = dict(multikueue)
     if mode == "local":
         local = local or {}
         return _merge(config, {
@@ -278,6 +291,32 @@ def admission_fair_sharing_errors(value, gates=None):
     return errors
 
 
+def multikueue_errors(value):
+    """Messages for ``kueue_multikueue`` (null or {}: Kueue's defaults), each naming the field and the fix: an
+    unknown key, a duration that is not a Go duration >= 0 (gcInterval 0 turns the garbage collection of remote
+    objects off), an origin that is not a label value (Kueue labels the remote objects with it), a dispatcherName
+    other than Kueue's two, which Kueue takes without a word and then dispatches nothing."""
+    where = "kueue_multikueue"
+    if value is None or value == {}:
+        return []
+    if not isinstance(value, dict):
+        return ["%s: %r is not a mapping of Kueue's multiKueue fields (%s), or null" % (where, value, ", ".join(MULTIKUEUE_KEYS))]
+    errors = ["%s.%s: unknown key; the keys are %s" % (where, key, ", ".join(MULTIKUEUE_KEYS))
+              for key in sorted(str(k) for k in value if k not in MULTIKUEUE_KEYS)]
+    for key in ("gcInterval", "workerLostTimeout"):
+        if key in value and (_seconds(value[key]) is None or _seconds(value[key]) < 0):
+            errors.append("%s.%s: %r is not a Go duration >= 0 such as 1m" % (where, key, value[key]))
+    if "origin" in value and (not isinstance(value["origin"], str) or not value["origin"]
+                              or not _LABEL_VALUE.match(value["origin"])):
+        errors.append("%s.origin: %r is not a label value (at most 63 letters, digits, '-', '_' or '.'); Kueue labels "
+                      "the objects it creates on the workers with it" % (where, value["origin"]))
+    if "dispatcherName" in value and value["dispatcherName"] not in MULTIKUEUE_DISPATCHERS:
+        errors.append("%s.dispatcherName: %r is not one of Kueue's dispatchers (%s): Kueue would wait for an external "
+                      "dispatcher and send no workload to any worker" % (where, value["dispatcherName"],
+                                                                         ", ".join(MULTIKUEUE_DISPATCHERS)))
+    return errors
+
+
 def setting_errors(settings, mode, extra_values=None):
     """Messages for settings ``mode`` cannot take, each naming the variable, the mode and the fix; [] when fine.
     Checked before anything changes (the kueue role's main.yml, render.yml through configuration.yml)."""
@@ -296,6 +335,10 @@ def setting_errors(settings, mode, extra_values=None):
             errors.append("kueue_feature_gates.%s: %r is not true or false (mode %s); write it unquoted"
                           % (name, value, mode))
     errors.extend(admission_fair_sharing_errors((settings or {}).get("kueue_admission_fair_sharing"), gates))
+    errors.extend(multikueue_errors((settings or {}).get("kueue_multikueue")))
+    if (settings or {}).get("kueue_multikueue") and gates.get("MultiKueue") is False:
+        errors.append("kueue_multikueue: set, while kueue_feature_gates turns MultiKueue off, so Kueue runs no "
+                      "MultiKueue controller; remove the gate (on by default since Kueue v0.9) or the section")
     if mode == "local" and gates.get("VisibilityOnDemand") is True:
         errors.append("kueue_feature_gates.VisibilityOnDemand: true cannot run in kueue_mode local (the visibility "
                       "server writes its certificates to /visibility, which a process on this machine cannot); "
@@ -318,7 +361,7 @@ def setting_errors(settings, mode, extra_values=None):
                               % (".".join(path), mode,
                                  "kueue_feature_gates" if path[-1] == "featureGates"
                                  else "kueue_integrations, kueue_fair_sharing, kueue_admission_fair_sharing, "
-                                 "kueue_wait_for_pods_ready"))
+                                 "kueue_multikueue, kueue_wait_for_pods_ready"))
     return errors
 
 

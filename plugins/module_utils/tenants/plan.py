@@ -174,7 +174,7 @@ def capacity_totals(capacity):
 
 def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_strategy="BestEffortFIFO",
                 limit_range=None, local_queue_suffix=LOCAL_QUEUE_SUFFIX, priority_classes=None, isolation=None,
-                gpu_flavors=None):
+                gpu_flavors=None, multikueue="none"):
     """Validate ``tenants`` against the cluster's ``nodes`` and build their objects.
 
     ``nodes``: the GPU Node objects (API dicts), or None when they are not known yet (site.yml's pre-check of a
@@ -248,7 +248,7 @@ def tenant_plan(tenants, nodes, cohort="fairgpu", preemption=None, queueing_stra
     objects = kueue_objects.tenant_objects(
         normalised, flavors, cohort=cohort, preemption=preemption, queueing_strategy=queueing_strategy,
         local_queue_suffix=local_queue_suffix, limit_range=limit_range, priority_classes=priority_classes,
-        isolation=isolation, per_gpu=capacity["per_gpu"],
+        isolation=isolation, per_gpu=capacity["per_gpu"], multikueue=multikueue,
     )
     plan["errors"] = kueue_objects.object_errors(objects)
     if not plan["errors"]:
