@@ -6,7 +6,7 @@ status comes back, a tenant's credentials create nothing on a worker, one tenant
 the other from its guarantee, and a worker that stops answering has its work dispatched to the other after
 MultiKueue's workerLostTimeout (1m in the inventory; Kueue's default is 15m), the Job succeeding once. In `make test`
 (lane 2, with the files that bring clusters of their own: ports 14xxx to 16xxx), or alone `make test-multikueue`
-(about 12 min). The tests run in order and share the fleet."""
+(about 10 min). The tests run in order and share the fleet."""
 
 import json
 import os
@@ -87,11 +87,11 @@ def clean(namespace):
 def fleet(tmp_path_factory):
     report = tmp_path_factory.mktemp("multikueue-report")
     try:
-        run = fleet_playbook("site.yml", report)
+        run = fleet_playbook("site.yml", report, inventory=INVENTORY)
         assert run.rc == 0, run.messages()
         yield report
     finally:
-        fleet_playbook("teardown.yml", report)
+        fleet_playbook("teardown.yml", report, inventory=INVENTORY)
 
 
 def test_the_workers_are_joined_and_a_second_run_changes_nothing(fleet):
@@ -111,7 +111,7 @@ def test_the_workers_are_joined_and_a_second_run_changes_nothing(fleet):
     expires = float(secret.metadata.annotations["fairgpu.io/token-expires"])
     assert 29 * 86400 < expires - time.time() <= 30 * 86400
     # A second run issues no token and changes nothing.
-    again = fleet_playbook("site.yml", fleet)
+    again = fleet_playbook("site.yml", fleet, inventory=INVENTORY)
     assert again.rc == 0, again.messages()
     assert again.changed_tasks() == []
 
