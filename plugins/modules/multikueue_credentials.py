@@ -136,10 +136,11 @@ def converge(module, client, now=None):
     try:
         with open(path, "rb") as handle:
             worker = cluster_kubeconfig.single_context(yaml.safe_load(handle) or {}, params["context"] or "", path)
-        shape = multikueue.worker_kubeconfig(worker, "", "", params["name"], read_file=_read)
+        # The worker's kubeconfig for the manager, its token filled in below when one is issued (the CA read once).
+        made = multikueue.worker_kubeconfig(worker, "", "", params["name"], read_file=_read)
     except (OSError, ValueError, cluster_kubeconfig.KubeconfigError) as exc:
         module.fail_json(msg="multikueue_credentials %s: %s" % (params["name"], exc))
-    cluster = shape["clusters"][0]["cluster"]
+    cluster = made["clusters"][0]["cluster"]
     now = time.time() if now is None else now
     if not current.get("kubeconfig"):
         reason = "none held"
@@ -161,7 +162,7 @@ def converge(module, client, now=None):
         params["service_account"], params["namespace"],
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
          "spec": {"expirationSeconds": params["expiration_seconds"]}})
-    made = multikueue.worker_kubeconfig(worker, "", answer.status.token, params["name"], read_file=_read)
+    made["users"][0]["user"]["token"] = answer.status.token
     expires = answer.status.expiration_timestamp
     result.update(changed=True, kubeconfig=yaml.safe_dump(made, default_flow_style=False),
                   expires=str(calendar.timegm(expires.utctimetuple())))

@@ -155,3 +155,45 @@ def test_multikueue_settings_land_in_the_configuration_only_when_set():
     assert settings.configuration({"kueue_multikueue": given}, "kueue-system", "local")["multiKueue"] == given
     errors = settings.setting_errors({"kueue_multikueue": given, "kueue_feature_gates": {"MultiKueue": False}}, "helm")
     assert errors and "turns MultiKueue off" in errors[0]
+
+
+def test_the_credentials_module_issues_a_token_once_and_keeps_it_while_valid(tmp_path, monkeypatch):
+    """Module multikueue_credentials against a stand-in of the TokenRequest API (CoreV1Api): the first run issues a
+    token into a kubeconfig with the worker's CA inlined; a second, with what the first returned held, keeps it."""
+    import datetime
+    import types
+
+    import kubernetes.client
+    from ansible_collections.fairgpu.tenancy.plugins.modules import multikueue_credentials
+
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    kubeconfig = tmp_path / "kubeconfig.yaml"
+    kubeconfig.write_text(yaml.safe_dump({
+        "current-context": "c", "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1", "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "u", "user": {"token": "admin"}}]}))
+    issued = []
+
+    class TokenRequests(object):
+        def __init__(self, _client):
+            pass
+
+        def create_namespaced_service_account_token(self, account, namespace, body):
+            issued.append((account, namespace, body["spec"]["expirationSeconds"]))
+            return types.SimpleNamespace(status=types.SimpleNamespace(
+                token="TOKEN", expiration_timestamp=datetime.datetime(2027, 1, 1, tzinfo=datetime.timezone.utc)))
+
+    monkeypatch.setattr(kubernetes.client, "CoreV1Api", TokenRequests)
+    module = types.SimpleNamespace(check_mode=False, params=dict(
+        name="w1", namespace="kueue-system", service_account="fairgpu-manager", expiration_seconds=100,
+        renew_before_seconds=10, current=None, kubeconfig=str(kubeconfig), context=""))
+    client = types.SimpleNamespace(client=types.SimpleNamespace(client=None))
+    first = multikueue_credentials.converge(module, client, now=0)
+    made = yaml.safe_load(first["kubeconfig"])
+    assert made["users"] == [{"name": "w1", "user": {"token": "TOKEN"}}]
+    assert made["clusters"][0]["cluster"] == {"server": "https://127.0.0.1:1", "certificate-authority-data": "Q0E="}
+    assert (first["changed"], first["reason"], first["expires"]) == (True, "none held", "1798761600")
+    module.params["current"] = {"kubeconfig": first["kubeconfig"], "expires": first["expires"]}
+    second = multikueue_credentials.converge(module, client, now=0)
+    assert (second["changed"], second["reason"], second["kubeconfig"]) == (False, "valid", first["kubeconfig"])
+    assert issued == [("fairgpu-manager", "kueue-system", 100)]
