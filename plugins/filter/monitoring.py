@@ -24,7 +24,8 @@ def _local_config(spec):
     """``objects.local_prometheus_config`` of ``spec``, a mapping of its arguments by name (``cluster``,
     ``kueue_target``, ``kueue_ca_file``, ``token_file``, ``dcgm_target``, ``rules_glob``, ``tenants``,
     ``scrape_interval``, ``evaluation_interval``, ``kueue_namespace``, ``dcgm_namespace``,
-    ``kube_state_metrics_target``, ``monitoring_namespace``)."""
+    ``kube_state_metrics_target``, ``monitoring_namespace``, ``federate``: a MultiKueue manager's workers'
+    Prometheus, ``[{cluster, url}]``)."""
     try:
         return monitoring.local_prometheus_config(**spec)
     except MonitoringError as exc:
@@ -38,6 +39,7 @@ class FilterModule(object):
             "monitoring_alert_errors": monitoring.alert_for_errors,
             "monitoring_duration_errors": monitoring.duration_errors,
             "monitoring_local_config": _local_config,
+            "monitoring_fleet_federation": monitoring.fleet_federation,
             "monitoring_kueue_tls_errors": monitoring.kueue_metrics_tls_errors,
             "monitoring_chart_values": monitoring.chart_values,
         }

@@ -279,11 +279,16 @@ def series_name(legend, labels):
 
 def the_target(panel, query, tenant):
     """The panel's target whose expression, with the page's variables, is ``query`` (Perses writes a multi-value
-    variable inside a regular-expression matcher as a group: ``(team-a)``)."""
+    variable inside a regular-expression matcher as a group: ``(team-a)``). The cluster variable is left at All: the
+    page writes its value (the custom all value ``.*``, or the clusters listed), which must select this cluster."""
     for target in panel["targets"]:
         pattern = (re.escape(target["expr"]).replace(re.escape("$tenant"), r"\(?%s\)?" % re.escape(tenant))
+                   .replace(re.escape("$cluster"), r'(?P<cluster>[^"]*)', 1)
+                   .replace(re.escape("$cluster"), r"(?P=cluster)")
                    .replace(re.escape("$__rate_interval"), r"\d+(?:ms|s|m|h)"))
-        if re.fullmatch(pattern, query):
+        found = re.fullmatch(pattern, query)
+        if found:
+            assert "cluster" not in found.groupdict() or re.fullmatch(found.group("cluster"), CLUSTER), query
             return target
     return None
 
@@ -320,6 +325,15 @@ def test_the_dashboard_page_shows_what_prometheus_answers_in_a_real_browser(clus
                 view.on("response", lambda r: refused.append((r.status, r.url)) if r.status >= 400 else None)
                 view.goto(page.window_url(DASHBOARD, end - 1200, end) + "&var-tenant=" + tenant)
                 view.wait_for_load_state("networkidle", timeout=60000)
+                # The panels' queries wait for the variables (the tenant's values follow the cluster's: two label
+                # value requests in a row), and the network can be idle between those and the queries: wait for a
+                # query of every panel target, then for the network once more.
+                targets = sum(len(p["targets"]) for p in panels)
+                deadline = time.time() + 60
+                while time.time() < deadline and len(
+                        [u for u, _m, d in sent if u.endswith("/api/v1/query_range") and d]) < targets:
+                    view.wait_for_timeout(500)
+                view.wait_for_load_state("networkidle", timeout=60000)
                 assert {urllib.parse.urlsplit(u).hostname for u, _m, _d in sent} == {"127.0.0.1"}, sent
                 # Every file the page asks for is there (its fonts once went to a path that was not: a 404 each).
                 assert refused == [], refused
@@ -349,20 +363,25 @@ def test_the_dashboard_page_shows_what_prometheus_answers_in_a_real_browser(clus
                             values = [float(v) for _t, v in series["values"]]
                             answers[series_name(target["legend"], series["metric"])] = (values[-1], max(values))
                     assert answers == {} or legend, "%s: no series shown, Prometheus has %s" % (panel["title"], answers)
-                    assert set(legend) <= set(answers), (panel["title"], sorted(legend), sorted(answers))
+                    assert set(legend) <= set(answers), (panel["title"], sorted(legend), sorted(answers),
+                                                         [form["query"][0] for form in asked])
                     # A panel of one or two series draws a legend row for each (in the page, not always in sight: the
                     # legend scrolls).
                     if len(answers) <= 2:
                         assert set(legend) == set(answers), (panel["title"], sorted(legend), sorted(answers))
                     if panel in tenant_panels:
-                        assert all(name.startswith(tenant) for name in legend), (panel["title"], legend)
+                        # Every legend names the series' cluster first (the local Prometheus labels every series
+                        # with it), then the tenant.
+                        named = "%s %s" % (CLUSTER, tenant)
+                        assert all(name.startswith(named) for name in legend), (panel["title"], legend)
                         for name, (last, largest) in legend.items():
                             for cell, value in ((last, answers[name][0]), (largest, answers[name][1])):
                                 number = shown_number(cell, panel["unit"])
                                 assert abs(number - value) <= 0.01 * abs(value) + 1e-9, (panel["title"], name, cell, value)
                                 checked.append((tenant, panel["title"], name))
                     if panel["id"] == 1:
-                        assert shown_number(legend["%s guaranteed" % tenant][0], "count") == GUARANTEES[tenant]
+                        guaranteed = legend["%s %s guaranteed" % (CLUSTER, tenant)][0]
+                        assert shown_number(guaranteed, "count") == GUARANTEES[tenant]
                 view.close()
         finally:
             chromium.close()

@@ -54,7 +54,11 @@ def test_variables_and_datasources():
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
     assert variables["tenant"]["multi"] and variables["tenant"]["includeAll"] and variables["tenant"]["allValue"] == ".+"
-    assert variables["tenant"]["query"] == "label_values(kueue_cluster_queue_nominal_quota, cluster_queue)"
+    # The tenants of the clusters chosen; the cluster variable comes first, All matching series without the label too.
+    assert variables["tenant"]["query"] == 'label_values(kueue_cluster_queue_nominal_quota{cluster=~"$cluster"}, cluster_queue)'
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "cluster", "tenant"]
+    assert variables["cluster"]["multi"] and variables["cluster"]["includeAll"] and variables["cluster"]["allValue"] == ".*"
+    assert variables["cluster"]["query"] == "label_values(kueue_cluster_queue_nominal_quota, cluster)"
     for panel in board["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}"
         assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
@@ -83,6 +87,23 @@ def test_panels_cover_the_issue():
         assert "{{GPU_I_ID}}" in target["legend"] and "pod" in target["legend"].replace("bound_to", "pod"), title
     # DCGM's pod labels as scraped with honor_labels false; never the exporter's own namespace.
     assert "exported_pod" in exprs and not re.search(r"[{,(]\s*namespace\s*[=!~,)]", exprs)
+
+
+def test_every_panel_keeps_the_clusters_apart():
+    """One Prometheus may hold several clusters' series (a MultiKueue manager's federation): every selector of every
+    query is filtered by the cluster variable, every aggregation and vector match keeps ``cluster``, and every legend
+    names it first, so two clusters' series (the same ClusterQueue names) are never summed into one line."""
+    for title, _ref, expr in dashboard.queries():
+        selectors = re.findall(r"\{[^}]*\}", expr)
+        assert selectors and all('cluster=~"$cluster"' in sel for sel in selectors), (title, expr)
+        # No series read without a selector (a metric name not followed by its matchers).
+        metrics = re.findall(r"\b(?:kueue_|DCGM_|fairgpu:|ALERTS)[A-Za-z0-9_:]*(.?)", expr)
+        assert metrics and all(after == "{" for after in metrics), (title, expr)
+        for grouping in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
+            assert "cluster" in [n.strip() for n in grouping.split(",")], (title, grouping)
+    for panel in dashboard.panels():
+        assert all(t["legend"].startswith("{{cluster}} ") for t in panel["targets"]), panel["title"]
+    assert dashboard.direct_query('x{cluster=~"$cluster"}') == 'x{cluster=~".*"}'
 
 
 def test_direct_query_replaces_grafana_variables_only():
@@ -128,7 +149,7 @@ def test_utilisation_panels_fall_back_to_gpu_util_through_the_recording_rule():
     record = [r for g in groups for r in g["rules"] if r.get("record") == dashboard.UTILISATION]
     assert len(record) == 1
     expr = " ".join(record[0]["expr"].split())
-    assert expr == "DCGM_FI_PROF_GR_ENGINE_ACTIVE or on (UUID) DCGM_FI_DEV_GPU_UTIL / 100"
+    assert expr == "DCGM_FI_PROF_GR_ENGINE_ACTIVE or on (cluster, UUID) DCGM_FI_DEV_GPU_UTIL / 100"
 
 
 def test_both_formats_carry_the_same_panels_queries_units_and_places():
@@ -147,10 +168,14 @@ def test_both_formats_carry_the_same_panels_queries_units_and_places():
         assert chart["plugin"]["spec"]["yAxis"]["format"]["unit"] == dashboard.UNITS[unit[0]][1]
         assert (places[key]["x"], places[key]["y"], places[key]["width"], places[key]["height"]) == (
             panel["gridPos"]["x"], panel["gridPos"]["y"], panel["gridPos"]["w"], panel["gridPos"]["h"])
-    variable = spec["variables"][0]["spec"]
-    assert (variable["name"], variable["allowMultiple"], variable["allowAllValue"], variable["customAllValue"]) == (
+    cluster, tenant = (v["spec"] for v in spec["variables"])
+    assert (cluster["name"], cluster["allowMultiple"], cluster["allowAllValue"], cluster["customAllValue"]) == (
+        "cluster", True, True, ".*")
+    assert cluster["plugin"]["spec"] == {"labelName": "cluster", "matchers": ["kueue_cluster_queue_nominal_quota"]}
+    assert (tenant["name"], tenant["allowMultiple"], tenant["allowAllValue"], tenant["customAllValue"]) == (
         "tenant", True, True, ".+")
-    assert variable["plugin"]["spec"] == {"labelName": "cluster_queue", "matchers": ["kueue_cluster_queue_nominal_quota"]}
+    assert tenant["plugin"]["spec"] == {"labelName": "cluster_queue",
+                                        "matchers": ['kueue_cluster_queue_nominal_quota{cluster=~"$cluster"}']}
     # The file names no datasource: a Perses instance's default Prometheus serves it (the page gives its run's).
     assert "datasources" not in spec
 

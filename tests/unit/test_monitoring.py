@@ -2,6 +2,7 @@
 the kube-prometheus-stack objects (helm mode, rendered only), and the judging of the live alert check."""
 
 import os
+import re
 
 import pytest
 import yaml
@@ -57,7 +58,8 @@ def test_outside_kueue_alert_is_known_to_overrides_and_to_the_prometheus_rule():
     assert record["record"] == outside[0]["expr"] == "fairgpu:tenant_gpu_devices_outside_kueue"
     assert "max_over_time(" in record["expr"] and 'exported_pod!=""' in record["expr"]
     over = next(r for r in group["rules"] if r.get("alert") == "FairgpuTenantOverGuarantee")
-    assert over["expr"].rstrip().endswith("unless on () fairgpu:tenant_gpu_devices_outside_kueue")
+    # Held back per cluster: a cheater on one cluster of a fleet's Prometheus holds back that cluster's alerts only.
+    assert over["expr"].rstrip().endswith("unless on (cluster) fairgpu:tenant_gpu_devices_outside_kueue")
 
 
 def test_over_guarantee_reads_the_current_ratio_recorded_before_it():
@@ -71,8 +73,22 @@ def test_over_guarantee_reads_the_current_ratio_recorded_before_it():
     record = group["rules"][names.index(ratio)]
     assert "max_over_time" not in record["expr"] and "kueue_cluster_queue_resource_reservation" in record["expr"]
     expr = " ".join(group["rules"][names.index("FairgpuTenantOverGuarantee")]["expr"].split())
-    assert expr.startswith("label_replace( %s > 0.9 or ( %s and on (cluster_queue, resource) max_over_time(%s[1m]) > 0.9 "
-                           "and on (cluster_queue) sum by (cluster_queue) (kueue_pending_workloads" % (ratio, ratio, ratio))
+    assert expr.startswith("label_replace( %s > 0.9 or ( %s and on (cluster, cluster_queue, resource) max_over_time(%s[1m]) "
+                           "> 0.9 and on (cluster, cluster_queue) sum by (cluster, cluster_queue) (kueue_pending_workloads"
+                           % (ratio, ratio, ratio))
+
+
+def test_every_rule_groups_and_joins_per_cluster():
+    """One Prometheus may hold several clusters' series (a MultiKueue manager's federation): every aggregation and
+    every vector match of every rule (and of the query in an annotation) keeps the cluster label, and no guard
+    matches across clusters (on ()). Series without the label group as one cluster, as before (promtool tests)."""
+    rules = [r for g in yaml.safe_load(RULES)["groups"] for r in g["rules"]]
+    texts = [r["expr"] for r in rules] + [v for r in rules for v in (r.get("annotations") or {}).values()]
+    groupings = [m for text in texts for m in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", " ".join(text.split()))]
+    assert len(groupings) > 30
+    assert [g for g in groupings if "cluster" not in [n.strip() for n in g.split(",")]] == []
+    outside = next(r for r in rules if r.get("alert") == "FairgpuTenantGpusOutsideKueue")
+    assert "cluster=%q" in outside["annotations"]["summary"] and "$labels.cluster" in outside["annotations"]["summary"]
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -149,6 +165,44 @@ def test_local_config_scrapes_kube_state_metrics_as_kube_prometheus_stack_does()
     # its series name their node and namespace themselves: the target's labels must not overwrite them
     assert ksm["honor_labels"] is True and ksm["static_configs"][0]["targets"] == ["127.0.0.1:19480"]
     assert ksm["static_configs"][0]["labels"]["namespace"] == "fairgpu-monitoring"
+
+
+FLEET = ({"cluster": "mk-worker-1", "url": "http://127.0.0.1:24090"}, {"cluster": "mk-worker-2", "url": "http://127.0.0.1:25090"})
+
+
+def fleet_config(federate=FLEET):
+    return monitoring.local_prometheus_config(
+        "mk-manager", "127.0.0.1:18443", "/ca.crt", "/w/token", "127.0.0.1:19400", "/w/rules/*.yml", TENANTS,
+        kube_state_metrics_target="127.0.0.1:19480", federate=federate)
+
+
+def test_local_config_labels_every_series_with_its_cluster():
+    config = fleet_config([])
+    assert config["global"]["external_labels"] == {"cluster": "mk-manager"}
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["kueue", "nvidia-dcgm-exporter", "kube-state-metrics"]
+    for job in config["scrape_configs"]:
+        assert [c["labels"]["cluster"] for c in job["static_configs"]] == ["mk-manager"], job["job_name"]
+
+
+def test_local_config_of_a_manager_federates_its_workers_kueue_series():
+    fleet = [j for j in fleet_config()["scrape_configs"] if j["job_name"] == monitoring.FLEET_JOB]
+    assert fleet == [{
+        "job_name": "fairgpu-fleet", "scheme": "http", "metrics_path": "/federate", "honor_labels": True,
+        "params": {"match[]": ['{job="kueue"}']},
+        "static_configs": [{"targets": ["127.0.0.1:24090"], "labels": {"cluster": "mk-worker-1"}},
+                           {"targets": ["127.0.0.1:25090"], "labels": {"cluster": "mk-worker-2"}}]}]
+
+
+@pytest.mark.parametrize("federate, message", [
+    ([{"cluster": "mk-worker-1"}], r"monitoring_federate\[0\]: give \{cluster"),
+    ([{"cluster": "mk-worker-1", "url": "http://127.0.0.1:24090/federate"}], "no path"),
+    ([{"cluster": "", "url": "http://127.0.0.1:24090"}], "a cluster name"),
+    ([{"cluster": "mk-manager", "url": "http://127.0.0.1:24090"}], "this Prometheus's own"),
+    (list(FLEET) + [FLEET[0]], r"monitoring_federate\[2\]: cluster mk-worker-1 is federated twice"),
+])
+def test_a_federation_target_that_cannot_be_scraped_is_named(federate, message):
+    with pytest.raises(monitoring.MonitoringError, match=message):
+        fleet_config(federate)
 
 
 def test_bad_interval_is_named():

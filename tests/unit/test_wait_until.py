@@ -9,6 +9,7 @@ from kubernetes.dynamic.exceptions import ConflictError, InternalServerError, No
 from ansible_collections.fairgpu.tenancy.plugins.modules import wait_until
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common import readiness
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import prometheus as prometheus_api
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import PrometheusError
 
 from fake_clock import FakeClock
@@ -208,6 +209,20 @@ def test_prometheus_ready_needs_every_job_up_and_every_rule_with_its_for():
     half.down = True
     unreachable = run("prometheus_ready", FakeClient(), prometheus=half, url="http://x", jobs=["kueue"], rules_text=RULES)
     assert "connection refused" in unreachable[1]["msg"]
+
+
+def test_prometheus_ready_counts_the_jobs_asked_for_and_no_other():
+    # A MultiKueue manager federates its workers' Prometheus (job fairgpu-fleet): up or down, that job does not hold
+    # back the wait for the manager's own jobs (its workers may come up in a later batch of the roll-out).
+    targets = [{"labels": {"job": job}, "health": "up"} for job in ("kueue", "nvidia-dcgm-exporter")]
+    groups = [{"name": "fairgpu", "rules": [{"name": "FairgpuKueueDown", "duration": 0}]}]
+    jobs, alerts = ["kueue", "nvidia-dcgm-exporter"], {"FairgpuKueueDown": 0}
+    for fleet in ("up", "down"):
+        fleet_target = {"labels": {"job": "fairgpu-fleet"}, "health": fleet}
+        held, _observed = prometheus_api.ready(targets + [fleet_target], groups, jobs, alerts)
+        assert held, fleet
+    held, _observed = prometheus_api.ready(targets[:1], groups, jobs, alerts)
+    assert not held
 
 
 def test_a_rule_with_another_for_is_not_the_rule_file_as_written():

@@ -30,6 +30,17 @@ KUEUE_JOB = "kueue"
 DCGM_JOB = "nvidia-dcgm-exporter"
 # kube-prometheus-stack's job for kube-state-metrics (its ServiceMonitor keeps the exporter's labels: honorLabels).
 KUBE_STATE_METRICS_JOB = "kube-state-metrics"
+# The label that names the cluster a series comes from, on every series of the local Prometheus (a target label of
+# every job) and its external label: series of several clusters can then sit in one Prometheus (a MultiKueue manager's
+# federation of its workers, below) and the rules and the dashboard keep them apart.
+CLUSTER_LABEL = "cluster"
+# The MultiKueue manager's job that federates its workers' Prometheus (``local_prometheus_config`` ``federate``): one
+# target per worker, the worker's Kueue series (job KUEUE_JOB) pulled from its ``/federate`` endpoint.
+FLEET_JOB = "fairgpu-fleet"
+# What a worker's /federate gives the manager: every series of the worker's Kueue job, its own ``up`` and scrape
+# series included (Prometheus stores them as series of the job: prometheus.io/docs/concepts/jobs_instances,
+# "Automatically generated labels and time series").
+FLEET_MATCH = ['{job="%s"}' % KUEUE_JOB]
 # Prometheus's duration syntax (model.ParseDuration), units in descending order, at least one.
 DURATION_RE = re.compile(r"^(?!$)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
@@ -138,7 +149,7 @@ def tenant_relabelings(tenants, style="prometheus", source="exported_namespace")
 def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dcgm_target, rules_glob, tenants,
                             scrape_interval="5s", evaluation_interval="5s", kueue_namespace="kueue-system",
                             dcgm_namespace="gpu-operator", kube_state_metrics_target=None,
-                            monitoring_namespace="fairgpu-monitoring"):
+                            monitoring_namespace="fairgpu-monitoring", federate=()):
     """The local Prometheus's configuration (a dict for prometheus.yml).
 
     ``kueue_target``, ``dcgm_target``, ``kube_state_metrics_target`` (None: not scraped): ``host:port``;
@@ -146,12 +157,32 @@ def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dc
     ``rules_glob``: rule files to load. Target labels are those a ServiceMonitor gives (namespace, service, pod,
     container, endpoint), so the series look as in a cluster; kube-state-metrics is scraped with honor_labels as
     kube-prometheus-stack's ServiceMonitor does, its series keeping their own ``node`` and ``namespace``.
+
+    Every job's targets carry ``cluster: <cluster>`` (CLUSTER_LABEL; also the external label), so every series this
+    Prometheus scrapes names its cluster. A scraped label of that name gives way to it where the job does not honor
+    labels (Prometheus's ``honor_labels: false``: "renaming conflicting labels in the scraped data to
+    exported_<original-label>", docs/configuration/configuration.md): Kueue's MultiKueue counters
+    ``multikueue_workloads_dispatched_total`` and ``multikueue_workloads_admitted_total`` name the worker as ``cluster``
+    (sigs.k8s.io/kueue v0.19.2 pkg/metrics/metrics.go), which arrives as ``exported_cluster``.
+
+    ``federate`` (a MultiKueue manager): ``[{"cluster": worker name, "url": "http://127.0.0.1:PORT"}]``, the workers'
+    own Prometheus. One job FLEET_JOB scrapes each one's ``/federate`` for the series of FLEET_MATCH (its Kueue job),
+    with ``honor_labels: true``, as Prometheus's federation documentation configures it ("to not overwrite any labels
+    exposed by the source server", docs/federation.md "Configuring federation"): the worker's series keep their own
+    ``job="kueue"``, ``instance`` and ``cluster="<worker>"``, so the manager's rules and dashboard see the fleet's
+    Kueue series side by side, its own among them (``cluster="<manager>"``). The worker's ``up{job="kueue"}`` comes
+    along: /federate exports what the source's TSDB holds for the matchers (web/federate.go), and Prometheus stores
+    ``up`` as a series of the job. Each target is labelled with its worker's ``cluster`` too, so the manager's own
+    ``up{job="fairgpu-fleet", cluster="<worker>"}`` says whose Prometheus did not answer; the worker's external
+    labels (``cluster``) are added by /federate only to series without that label (web/federate.go "Attach global
+    labels if they do not exist yet"), which a worker's scraped series all have.
     """
     for name, value in (("scrape_interval", scrape_interval), ("evaluation_interval", evaluation_interval)):
         try:
             duration_seconds(value)
         except MonitoringError as exc:
             raise MonitoringError("monitoring_%s: %s" % (name, exc))
+    fleet = _fleet_targets(federate, cluster)
     return {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
                    "external_labels": {"cluster": cluster}},
@@ -161,21 +192,60 @@ def local_prometheus_config(cluster, kueue_target, kueue_ca_file, token_file, dc
              "authorization": {"type": "Bearer", "credentials_file": token_file},
              "tls_config": {"ca_file": kueue_ca_file},
              "static_configs": [{"targets": [kueue_target], "labels": {
-                 "namespace": kueue_namespace, "service": "kueue-controller-manager-metrics-service",
-                 "pod": "kueue-controller-manager-local", "container": "manager", "endpoint": "https"}}]},
+                 CLUSTER_LABEL: cluster, "namespace": kueue_namespace,
+                 "service": "kueue-controller-manager-metrics-service", "pod": "kueue-controller-manager-local",
+                 "container": "manager", "endpoint": "https"}}]},
             {"job_name": DCGM_JOB, "scheme": "http", "metrics_path": "/metrics", "honor_labels": False,
              "static_configs": [{"targets": [dcgm_target], "labels": {
-                 "namespace": dcgm_namespace, "service": "nvidia-dcgm-exporter",
+                 CLUSTER_LABEL: cluster, "namespace": dcgm_namespace, "service": "nvidia-dcgm-exporter",
                  "pod": "nvidia-dcgm-exporter-simulated", "container": "nvidia-dcgm-exporter",
                  "endpoint": "gpu-metrics"}}],
              "metric_relabel_configs": tenant_relabelings(tenants)},
         ] + ([
             {"job_name": KUBE_STATE_METRICS_JOB, "scheme": "http", "metrics_path": "/metrics", "honor_labels": True,
              "static_configs": [{"targets": [kube_state_metrics_target], "labels": {
-                 "namespace": monitoring_namespace, "service": "kube-state-metrics", "pod": "kube-state-metrics-local",
-                 "container": "kube-state-metrics", "endpoint": "http"}}]},
-        ] if kube_state_metrics_target else []),
+                 CLUSTER_LABEL: cluster, "namespace": monitoring_namespace, "service": "kube-state-metrics",
+                 "pod": "kube-state-metrics-local", "container": "kube-state-metrics", "endpoint": "http"}}]},
+        ] if kube_state_metrics_target else []) + ([
+            {"job_name": FLEET_JOB, "scheme": "http", "metrics_path": "/federate", "honor_labels": True,
+             "params": {"match[]": list(FLEET_MATCH)},
+             "static_configs": [{"targets": [target], "labels": {CLUSTER_LABEL: worker}} for worker, target in fleet]},
+        ] if fleet else []),
     }
+
+
+def fleet_federation(workers):
+    """``local_prometheus_config``'s ``federate`` for a MultiKueue manager: ``workers`` are its workers' run settings
+    (``run_settings`` of each host of group ``multikueue_worker``: plan/resolve.py ``settings``); each worker whose
+    monitoring mode is ``local`` runs its Prometheus on 127.0.0.1 of this machine, on ``local.ports.prometheus``,
+    and is federated as ``{"cluster": its cluster_name, "url": "http://127.0.0.1:<port>"}``. A worker monitored in
+    mode ``helm`` (kube-prometheus-stack in its own cluster) is left out: its Prometheus is not reachable here, and
+    fleet monitoring across such clusters is the platform's own federation or remote-write (docs/multikueue.md
+    "Monitoring a fleet")."""
+    return [{"cluster": w["cluster_name"], "url": "http://127.0.0.1:%s" % w["local"]["ports"]["prometheus"]}
+            for w in workers or [] if w.get("modes", {}).get("monitoring") == "local"]
+
+
+def _fleet_targets(federate, cluster):
+    """``[(worker, "host:port")]`` of ``local_prometheus_config``'s ``federate``, in the order given; raises
+    MonitoringError naming ``monitoring_federate`` for an entry that cannot be scraped."""
+    out, seen = [], set()
+    for i, entry in enumerate(federate or ()):
+        field = "monitoring_federate[%d]" % i
+        if not isinstance(entry, dict) or set(entry) != {"cluster", "url"}:
+            raise MonitoringError("%s: give {cluster: <worker cluster_name>, url: http://127.0.0.1:<port>}, got %r"
+                                  % (field, entry))
+        name, url = str(entry["cluster"]), str(entry["url"])
+        match = re.match(r"^http://([^/:]+|\[[0-9a-fA-F:]+\]):(\d+)/?$", url)
+        if not name or not match or not 0 < int(match.group(2)) < 65536:
+            raise MonitoringError("%s: %r, %r: a cluster name and a Prometheus URL http://<host>:<port> (no path)"
+                                  % (field, name, url))
+        if name == cluster or name in seen:
+            raise MonitoringError("%s: cluster %s is %s" % (
+                field, name, "this Prometheus's own" if name == cluster else "federated twice"))
+        seen.add(name)
+        out.append((name, "%s:%s" % (match.group(1), match.group(2))))
+    return out
 
 
 def alert_seconds(rules_text, name):

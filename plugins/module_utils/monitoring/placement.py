@@ -65,9 +65,10 @@ _DCGM_SERIES = re.compile(r"\bDCGM_[A-Za-z0-9_]+")
 # which fairgpu writes no rule into; a rule that reads them is ``cross`` whatever else it reads.
 _KUBE_STATE_METRICS_SERIES = re.compile(r"\bkube_[a-z]+_[A-Za-z0-9_]+")
 _RECORDED = re.compile(r"\bfairgpu:[A-Za-z0-9_:]+")
-# A trailing "unless on () NAME": a guard that only holds the alert back while NAME has series; without them
+# A trailing "unless on () NAME" or "unless on (cluster) NAME" (the guard of each cluster's own series, when one
+# Prometheus holds several clusters'): a guard that only holds the alert back while NAME has series; without them
 # (NAME left out, or read in a namespace where it has none) the alert is what it is without the guard.
-_GUARD = re.compile(r"\bunless\s+on\s*\(\s*\)\s*(fairgpu:[A-Za-z0-9_:]+)\s*$")
+_GUARD = re.compile(r"\bunless\s+on\s*\(\s*(?:cluster\s*)?\)\s*(fairgpu:[A-Za-z0-9_:]+)\s*$")
 
 
 class PlacementError(ValueError):
@@ -83,7 +84,8 @@ def rule_sources(rules_text):
     ``kueue_*``, ``up{job="kueue"}``), ``dcgm`` (only the DCGM exporter's ``DCGM_*``) or ``cross`` (both, or
     kube-state-metrics' ``kube_*``, whose namespace is neither); a
     recorded series (``fairgpu:*``) counts as what its rule reads. ``guards``: recorded series read only by a
-    trailing ``unless on () NAME`` (not counted). Raises PlacementError for a rule that reads neither."""
+    trailing ``unless on () NAME`` or ``unless on (cluster) NAME`` (not counted). Raises PlacementError for a rule
+    that reads neither."""
     doc = pyyaml.require().safe_load(rules_text) or {}
     rules = [r for g in doc.get("groups") or [] for r in g.get("rules") or []]
     recorded = {r["record"]: r for r in rules if "record" in r}
