@@ -88,6 +88,7 @@ class FilterModule(object):
             "multikueue_worker_identity": multikueue.worker_identity,
             "multikueue_manager_objects": multikueue.manager_objects,
             "multikueue_held_credentials": multikueue.held_credentials,
+            "multikueue_removed_workers": multikueue.removed_workers,
             "drift_lines": drift.difference_lines,
             "gpu_operator_cluster_policy_fields": gpu_operator_values.cluster_policy_fields,
             "node_pool_gpu_nodes": cluster_spec.pool_gpu_nodes,

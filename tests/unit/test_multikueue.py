@@ -101,6 +101,14 @@ def test_the_managers_objects_have_kueues_v1beta2_shapes():
     assert {r["apiGroups"][0] for r in identity[1]["rules"]} == {"batch", "kueue.x-k8s.io"}
 
 
+def test_a_worker_taken_out_of_the_fleet_loses_its_cluster_and_kubeconfig_on_the_manager():
+    held = [{"metadata": {"name": "w1"}}, {"metadata": {"name": "w2"}}]
+    assert multikueue.removed_workers(held, ["w1", "w2"], "kueue-system") == []
+    gone = multikueue.removed_workers(held, ["w1"], "kueue-system")
+    assert [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in gone] == [
+        ("MultiKueueCluster", "w2", None), ("Secret", "fairgpu-worker-w2", "kueue-system")]
+
+
 def test_a_manager_holds_work_until_multikueue_dispatches_it_and_a_worker_gives_tenants_no_access():
     plain = tenant_plan(TEAMS, [NODE])
     manager = tenant_plan(TEAMS, [NODE], multikueue="manager")

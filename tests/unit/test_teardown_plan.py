@@ -345,3 +345,21 @@ def test_an_uninstall_deletes_every_object_of_the_releases_manifest_again():
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kueue-webhook-service", "namespace": "kueue-system"}},
     ]
     assert teardown.release_objects("", "x") == [] and teardown.release_objects("--- 3\n--- {kind: A}", "x") == []
+
+
+def test_a_multikueue_managers_and_workers_objects_go_after_the_cluster_queues():
+    """The objects the multikueue role applies (kueue/multikueue.py), as a manager and a worker hold them: the
+    admission check after the ClusterQueues that name it (Kueue's resource-in-use finalizer), the MultiKueueClusters,
+    named after the workers' inventory hosts, found by fairgpu's label."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.kueue import multikueue
+    manager = applied(multikueue.manager_objects("kueue-system", [{"name": "gpu-west", "kubeconfig": "K", "expires": 1}]))
+    plan = teardown.teardown_plan(results(fairgpu_objects() + manager), EXISTING, confirm="prod-eu")
+    names = described(plan)
+    queues = names.index("ClusterQueue team-b")
+    assert names.index("Secret kueue-system/fairgpu-worker-gpu-west") < queues
+    assert names[queues + 1:queues + 4] == ["AdmissionCheck fairgpu-multikueue", "MultiKueueConfig fairgpu-workers",
+                                            "MultiKueueCluster gpu-west"]
+    worker = applied(multikueue.worker_identity("kueue-system"))
+    names = described(teardown.teardown_plan(results(worker), EXISTING, confirm="prod-eu"))
+    assert names == ["ServiceAccount kueue-system/fairgpu-manager", "ClusterRoleBinding fairgpu-manager",
+                     "ClusterRole fairgpu-manager"]

@@ -229,6 +229,16 @@ def manager_objects(namespace, credentials):
     return objects
 
 
+def removed_workers(clusters, workers, namespace):
+    """The manager's objects of workers no longer in the fleet, to delete: for each MultiKueueCluster of fairgpu's
+    (``clusters``, read by its label) whose name is not in ``workers``, it and its kubeconfig Secret in Kueue's
+    ``namespace``. The MultiKueueConfig, applied with the workers there are, already no longer names them."""
+    gone = sorted(set(c["metadata"]["name"] for c in clusters) - set(workers))
+    return [obj for worker in gone for obj in (
+        {"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": worker}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name(worker), "namespace": namespace}})]
+
+
 def token_due(expires, now, renew_before_seconds):
     """Whether a worker's token must be issued again: none yet (``expires`` None or empty), or its expiry (epoch
     seconds) within ``renew_before_seconds`` of ``now``."""

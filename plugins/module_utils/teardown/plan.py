@@ -50,7 +50,9 @@ The rules, by ``cluster_provider``:
   Deletion order (``DELETE_ORDER``): admission policies first (they act on every tenant namespace), then
   leftover validation Jobs, the Namespaces fairgpu created (their Jobs and Workloads with them: a ClusterQueue
   keeps Kueue's ``kueue.x-k8s.io/resource-in-use`` finalizer while it has admitted Workloads,
-  kubernetes-sigs/kueue#2835), the objects in namespaces that stay, then the cluster-wide Kueue objects.
+  kubernetes-sigs/kueue#2835), the objects in namespaces that stay, then the cluster-wide Kueue objects (a
+  MultiKueue manager's admission check, MultiKueueConfig and MultiKueueClusters after the ClusterQueues; a worker's
+  identity for the manager is a ServiceAccount, ClusterRole and binding of fairgpu's).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -113,6 +115,11 @@ DELETE_ORDER = (
     ("v1", "Secret"),
     ("v1", "ServiceAccount"),
     (KUEUE_API, "ClusterQueue"),
+    # A MultiKueue manager's (docs/multikueue.md): after the ClusterQueues, as Kueue keeps an AdmissionCheck that
+    # a ClusterQueue names (its resource-in-use finalizer); each MultiKueueCluster's kubeconfig Secret went above.
+    (KUEUE_API, "AdmissionCheck"),
+    (KUEUE_API, "MultiKueueConfig"),
+    (KUEUE_API, "MultiKueueCluster"),
     (KUEUE_API, "ResourceFlavor"),
     (KUEUE_API, "Cohort"),
     (KUEUE_API, "WorkloadPriorityClass"),
@@ -124,7 +131,8 @@ DELETE_ORDER = (
 )
 # Part of Kueue's installation (the local Kueue's webhooks): listed, never deleted on an existing cluster.
 KEPT_KINDS = ((_ADMISSION, "ValidatingWebhookConfiguration"), (_ADMISSION, "MutatingWebhookConfiguration"))
-_CLUSTER_SCOPED = {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "WorkloadPriorityClass",
+_CLUSTER_SCOPED = {"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "AdmissionCheck",
+                   "MultiKueueConfig", "MultiKueueCluster",
                    "ClusterRoleBinding", "ClusterRole", "ValidatingAdmissionPolicy",
                    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
                    "MutatingWebhookConfiguration"}
@@ -228,9 +236,10 @@ def _fairgpu_name(kind, obj):
         return name.startswith(LOAD_JOB_PREFIX) or (PROBE_LABEL in labels and name.startswith(PROBE_PREFIX))
     if kind in FIXED_NAMES:
         return name in FIXED_NAMES[kind]
-    if kind in ("Namespace", "Cohort", "WorkloadPriorityClass", "ConfigMap"):
+    if kind in ("Namespace", "Cohort", "WorkloadPriorityClass", "ConfigMap", "MultiKueueCluster"):
         # Their names come from the inventory (tenant namespaces, tenants_cohort, tenants_workload_priority_classes,
-        # the MIG manager's ConfigMap, the run record): fairgpu's label is what marks them.
+        # the MIG manager's ConfigMap, the run record, a MultiKueue worker's inventory host): fairgpu's label is what
+        # marks them.
         return True
     return name.startswith(NAME_PREFIX)
 
