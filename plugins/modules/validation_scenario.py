@@ -48,6 +48,18 @@ description:
     simulated GPUs nothing runs and the result says it measured nothing, with no check.
   - C(isolation) is the table of a tenant's attempts to cheat (plugins/module_utils/validation/attempts.py), run by
     the probe's executor (plugins/module_utils/validation/probe.py), as module C(tenant_isolation_probe) runs it.
+  - C(multikueue) and C(multikueue_worker_lost) run on a MultiKueue manager with O(multikueue) naming its workers
+    (plugins/module_utils/validation/multikueue.py, docs/multikueue.md "What is proven"). C(multikueue) reads each
+    tenant's guarantee on the manager and on every worker (the report's table; the manager's must be the workers'
+    sum), the workers' MultiKueueClusters and the admission check Active, a tenant's own Job refused on every worker
+    (a server-side dry run sent with the tenant's credentials), one Job of the first tenant submitted on the manager
+    dispatched to a worker with its status copied back, and the first tenant flooding the fleet while the second
+    submits its guarantee, judged against C(guarantee_bound_seconds) (reserved on the manager) and
+    C(running_bound_seconds) (its Jobs running on the workers), no worker reserving more than its GPUs, no Job on two
+    workers, and with O(prometheus_url) the manager's Prometheus holding Kueue's series of every cluster.
+    C(multikueue_worker_lost), a fault scenario of embedded workers only, stops the control plane of the worker that
+    runs a Job of the first tenant and judges that MultiKueue dispatches it to another worker only after
+    C(worker_lost_timeout), that it succeeds once and never fails, and that the lost worker, back, drops its copy.
   - Before a scenario the load script is put in every tenant namespace and the Jobs an earlier validation left are
     removed; after it, the scenario's Jobs are removed and waited for.
   - A failed check does not fail the module (RV(passed) says it; the report shows it). A step that cannot do what
@@ -62,7 +74,7 @@ options:
     type: str
     required: true
     choices: [baseline, flood, flood_reverse, mig, isolation, noisy_neighbour, kueue_restart, prometheus_restart,
-              control_plane_restart, gpu_node_loss]
+              control_plane_restart, gpu_node_loss, multikueue, multikueue_worker_lost]
   plan:
     description:
       - The tenants as the tenants role applied them (the plan module C(fairgpu.tenancy.tenants) returns),
@@ -129,6 +141,16 @@ options:
         node joins again) before it reports."
     type: dict
     default: {}
+  multikueue:
+    description:
+      - For C(multikueue) and C(multikueue_worker_lost), on the manager. C(cluster) the manager's cluster name (the
+        C(cluster) label of its own series); C(worker_lost_timeout) the manager's MultiKueue
+        C(workerLostTimeout), a Go duration or seconds (Kueue's default 15m); C(workers) a list, one per worker, of C(name) (its
+        inventory host, the name of its MultiKueueCluster), C(cluster) (its cluster name), C(auth) (C(kubeconfig)
+        and C(context), how this module reaches it) and C(control_plane) (as O(faults)'s C(control_plane), empty for
+        a worker fairgpu did not make, which is never stopped).
+    type: dict
+    default: {}
 requirements:
   - kubernetes >= 24.2.0
 """
@@ -174,12 +196,15 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.drift import parse_duration
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.names import PROBE_IMAGE
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring import page
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.plot import draw
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.prometheus import Prometheus
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import engine
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import faults
+from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import multikueue
 from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation import probe
 
 
@@ -188,7 +213,8 @@ def argspec():
     spec.update(
         name=dict(type="str", required=True,
                   choices=["baseline", "flood", "flood_reverse", "mig", "isolation", "kueue_restart",
-                           "prometheus_restart", "control_plane_restart", "gpu_node_loss", "noisy_neighbour"]),
+                           "prometheus_restart", "control_plane_restart", "gpu_node_loss", "noisy_neighbour",
+                           "multikueue", "multikueue_worker_lost"]),
         plan=dict(type="dict", required=True),
         settings=dict(type="dict", required=True),
         pod=dict(type="dict", required=True),
@@ -198,6 +224,7 @@ def argspec():
         results_dir=dict(type="path", default="."),
         faults=dict(type="dict", default={}),
         dashboard=dict(type="dict", default={}),
+        multikueue=dict(type="dict", default={}),
     )
     return spec
 
@@ -260,6 +287,46 @@ def isolation(module, plan, settings, waiter):
     return [probe.isolation_scenario(params, probe.clients_for(tenant, other, client_as), waiter)], []
 
 
+def fleet(module, client, plan, settings, waiter):
+    """The MultiKueue fleet seen from the manager: this module's client and one per worker of O(multikueue), each
+    reached with that worker's own kubeconfig and context (never the manager's), the tenants impersonated."""
+    given = module.params["multikueue"]
+    workers = {}
+    for worker in given.get("workers") or []:
+        auth = dict((k, v) for k, v in (worker.get("auth") or {}).items() if k in ("kubeconfig", "context") and v)
+        workers[worker["name"]] = {"client": get_api_client(None, **auth), "auth": auth,
+                                   "cluster": worker.get("cluster") or worker["name"],
+                                   "control_plane": worker.get("control_plane") or {}}
+    if not workers:
+        module.fail_json(msg="%s: multikueue.workers names no worker; run it on a MultiKueue manager "
+                             "(multikueue_role manager) whose fleet has workers" % module.params["name"])
+
+    def as_tenant(tenant, where):
+        user, groups = multikueue.tenant_user(tenant), list(tenant["groups"])
+        if where == "manager":
+            return get_api_client(module, impersonate_user=user, impersonate_groups=groups)
+        return get_api_client(None, impersonate_user=user, impersonate_groups=groups, **workers[where]["auth"])
+
+    prometheus_url = module.params["prometheus_url"]
+    return multikueue.Fleet(
+        client, workers, as_tenant, waiter, settings, dict(module.params["pod"]), module.params["load_script"],
+        plan["tenants"][:2], plan["local_queue_suffix"], prometheus=Prometheus(prometheus_url) if prometheus_url else None,
+        cluster=given.get("cluster") or "", lost_timeout=lost_timeout_seconds(module, given))
+
+
+def lost_timeout_seconds(module, given):
+    """Seconds of O(multikueue)'s C(worker_lost_timeout): a Go duration as Kueue's Configuration takes it (``1m``,
+    ``15m``; Kueue's default 15m), or a number of seconds."""
+    value = given.get("worker_lost_timeout", "15m")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    nanoseconds = parse_duration(str(value))
+    if nanoseconds is None or nanoseconds <= 0:
+        module.fail_json(msg="multikueue.worker_lost_timeout: %r is not a positive Go duration such as 1m or 15m "
+                             "(kueue_multikueue.workerLostTimeout)" % (value,))
+    return float(nanoseconds) / 1e9
+
+
 def run(module, client, waiter=None):
     params, plan = module.params, module.params["plan"]
     if len(plan.get("tenants") or []) < 2 or plan.get("errors"):
@@ -270,6 +337,8 @@ def run(module, client, waiter=None):
         settings = dict(engine.settings_of(params["settings"]), probe_timeout=params["settings"].get("probe_timeout", 60))
         if params["name"] == "isolation":
             results, steps = isolation(module, plan, settings, waiter)
+        elif params["name"].startswith("multikueue"):
+            results, steps = [multikueue.run(fleet(module, client, plan, settings, waiter), params["name"])], []
         else:
             pod = dict(params["pod"])
             scenario = engine.Run(
@@ -280,7 +349,7 @@ def run(module, client, waiter=None):
                 alert_for=params["alert_for"], faults=params["faults"],
                 screenshot=screenshotter(params["dashboard"]))
             results, steps = scenario.run(params["name"])
-    except (engine.StepFailed, probe.ProbeError, ValueError) as exc:
+    except (engine.StepFailed, probe.ProbeError, multikueue.FleetError, faults.FaultError, ValueError) as exc:
         module.fail_json(msg="%s: %s" % (params["name"], exc))
     module.exit_json(changed=True, results=results, steps=steps,
                      passed=all(c["passed"] for r in results for c in r["checks"]))

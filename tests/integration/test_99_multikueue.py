@@ -1,35 +1,31 @@
 """MultiKueue on three embedded clusters (inventories/multikueue-embedded, docs/multikueue.md): a manager whose real
 Kueue v0.19.2 dispatches the tenants' Jobs to two workers, each with its own real Kueue and one node of 4 simulated
-GPUs. What Kueue decided is read back from the clusters: the workers joined (MultiKueueCluster and the admission
-check Active), a second site.yml changes nothing, a tenant's Job submitted on the manager runs on a worker and its
-status comes back, a tenant's credentials create nothing on a worker, one tenant flooding the fleet does not keep
-the other from its guarantee, and a worker that stops answering has its work dispatched to the other after
-MultiKueue's workerLostTimeout (1m in the inventory; Kueue's default is 15m), the Job succeeding once. In `make test`
-(lane 2, with the files that bring clusters of their own: ports 14xxx to 16xxx), or alone `make test-multikueue`
-(about 10 min). The tests run in order and share the fleet."""
+GPUs. The workers joined (MultiKueueCluster and the admission check Active), a second site.yml changes nothing, and
+validate.yml proves the fleet from its manager (scenarios multikueue and multikueue_worker_lost,
+plugins/module_utils/validation/multikueue.py): the guarantees' table, a tenant's Job run on a worker with its status
+back, a tenant's credentials creating nothing on a worker, one tenant flooding the fleet without keeping the other
+from its guarantee, the workers' Kueue series in the manager's Prometheus, and a worker that stops answering having
+its work dispatched to the other after MultiKueue's workerLostTimeout (1m in the inventory; Kueue's default is 15m),
+the Job succeeding once. In `make test` (lane 2, with the files that bring clusters of their own: ports 14xxx to
+16xxx), or alone `make test-multikueue` (about 10 min). The tests run in order and share the fleet."""
 
 import json
 import os
-import subprocess
 import time
 
 import pytest
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
 
-from conftest import KWOK_WORKDIR, ROOT, condition, load_job, wait_until
-from test_97_fleet import fleet_playbook
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.common.waiter import Waiter
-from ansible_collections.fairgpu.tenancy.plugins.module_utils.validation.faults import ControlPlane
+from conftest import KWOK_WORKDIR, ROOT, condition
+from test_97_fleet import ROLL_OUT, fleet_playbook
 
 pytestmark = [pytest.mark.multikueue, pytest.mark.own_cluster]
 
 INVENTORY = os.path.join(ROOT, "inventories", "multikueue-embedded")
 MANAGER, WORKERS = "mk-manager", ("mk-worker-1", "mk-worker-2")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 
 
 def host_vars(host):
@@ -41,15 +37,21 @@ def cluster_name(host):
     return host_vars(host)["cluster_name"]
 
 
-def api(host, user=None, groups=()):
-    """An API client of ``host``'s cluster; with ``user``, every request impersonates that user and ``groups``."""
-    made = k8s_config.new_client_from_config(
+def fleet_inventory(tmp_path, hosts):
+    """The inventory's group and connection variables with ``hosts`` (their variables), in one file."""
+    with open(os.path.join(INVENTORY, "group_vars", "gpu_clusters.yml")) as handle:
+        group = yaml.safe_load(handle)
+    with open(os.path.join(INVENTORY, "hosts.yml")) as handle:
+        group.update(yaml.safe_load(handle)["gpu_clusters"]["vars"])
+    path = tmp_path / "fleet.yml"
+    path.write_text(yaml.safe_dump({"gpu_clusters": {"vars": group, "hosts": hosts}}, sort_keys=False))
+    return path
+
+
+def api(host):
+    """An API client of ``host``'s cluster."""
+    return k8s_config.new_client_from_config(
         config_file=os.path.join(KWOK_WORKDIR, "clusters", cluster_name(host), "kubeconfig.yaml"))
-    if user:
-        made.set_default_header("Impersonate-User", user)
-        for group in groups:
-            made.set_default_header("Impersonate-Group", group)
-    return made
 
 
 def custom(host):
@@ -65,22 +67,25 @@ def jobs_on(host, namespace, selector=None):
     return k8s.BatchV1Api(api(host)).list_namespaced_job(namespace, label_selector=selector).items
 
 
-def reserved(host, queue):
-    cq = custom(host).get_cluster_custom_object(*KUEUE, "clusterqueues", queue)
-    return sum(int(r.get("total", 0)) for f in cq.get("status", {}).get("flavorsReservation", [])
-               for r in f["resources"] if r["name"] == "nvidia.com/gpu")
-
-
-def submit(host, tenant, name, gpus=1, seconds=30):
-    """A Job of ``tenant`` (its group's credentials, impersonated) to its LocalQueue on ``host``."""
-    job = load_job(name, tenant, queue=tenant + "-queue", gpus=gpus, seconds=seconds, labels={"mk-test": name})
-    return k8s.BatchV1Api(api(host, "user-of-" + tenant, [tenant])).create_namespaced_job(tenant, job)
-
-
-def clean(namespace):
-    for host in (MANAGER,) + WORKERS:
-        k8s.BatchV1Api(api(host)).delete_collection_namespaced_job(namespace, propagation_policy="Background")
-    wait_until(lambda: all(not jobs_on(h, namespace) for h in (MANAGER,) + WORKERS), 120, 2, "no Job left in " + namespace)
+def test_a_worker_that_does_not_answer_stops_the_fleet_before_any_change(tmp_path):
+    """A worker fairgpu does not make (cluster_provider existing) whose API server is a closed port: site.yml's
+    preflight refuses the whole fleet before any cluster is made or touched."""
+    closed = tmp_path / "closed-kubeconfig.yaml"
+    closed.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "closed",
+        "clusters": [{"name": "closed", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "closed", "context": {"cluster": "closed", "user": "closed"}}],
+        "users": [{"name": "closed", "user": {"token": "x"}}]}))
+    inventory = fleet_inventory(tmp_path, {
+        MANAGER: host_vars(MANAGER), WORKERS[0]: host_vars(WORKERS[0]),
+        "mk-gone": {"multikueue_role": "worker", "cluster_provider": "existing", "cluster_kubeconfig": str(closed),
+                    "cluster_api_timeout": 4}})
+    run = fleet_playbook("site.yml", tmp_path, inventory=inventory)
+    assert run.rc != 0
+    assert "cluster_kubeconfig: the API server of %s did not answer" % closed in run.messages()
+    assert not [play for play in run.result.get("plays", []) if play["play"]["name"] == ROLL_OUT], "nothing rolled out"
+    for host in (MANAGER, WORKERS[0]):
+        assert not os.path.exists(os.path.join(KWOK_WORKDIR, "clusters", cluster_name(host))), host
 
 
 @pytest.fixture(scope="module")
@@ -116,91 +121,76 @@ def test_the_workers_are_joined_and_a_second_run_changes_nothing(fleet):
     assert again.changed_tasks() == []
 
 
-def test_a_job_submitted_on_the_manager_runs_on_a_worker_and_its_status_comes_back(fleet):
-    job = submit(MANAGER, "team-a", "mk-one", seconds=10)
-    # Kueue's Job webhook hands the Job to MultiKueue; fairgpu's admission policy on the manager allows that value only.
-    assert job.spec.managed_by == "kueue.x-k8s.io/multikueue"
-    wait_until(lambda: (k8s.BatchV1Api(api(MANAGER)).read_namespaced_job("mk-one", "team-a").status.succeeded or 0) == 1,
-               180, 2, "the manager's Job succeeded, as its worker's did")
-    ran = [w for w in WORKERS if any(j.metadata.name == "mk-one" for j in jobs_on(w, "team-a"))]
-    workload = next(w for w in custom(MANAGER).list_namespaced_custom_object(*KUEUE, "team-a", "workloads")["items"]
-                    if w["metadata"]["ownerReferences"][0]["name"] == "mk-one")
-    assert workload["status"]["clusterName"] in WORKERS
-    # The worker's copy goes once the manager's Workload has finished (its status copied back).
-    assert ran in ([], [workload["status"]["clusterName"]])
-    clean("team-a")
-
-
-def test_a_tenant_creates_nothing_on_a_worker(fleet):
+def test_validate_proves_the_fleet_from_its_manager(fleet):
+    """validate.yml on the fleet: the manager runs scenario multikueue (the guarantees' table, dispatch and status
+    back, a tenant refused on each worker, a flood) and multikueue_worker_lost (given with -e: it lasts the
+    inventory's 1m workerLostTimeout and more); the workers submit nothing of their own. Every check is one of the
+    report's, judged from what the three Kueues decided; the test reads the report and the clusters back."""
+    results = os.path.join(ROOT, "results", "multikueue-embedded", MANAGER)
+    run = fleet_playbook("validate.yml", fleet, "-e", json.dumps({"validate_scenarios": ["multikueue", "multikueue_worker_lost"]}),
+                         inventory=INVENTORY)
+    assert run.rc == 0, run.messages()
+    with open(os.path.join(results, "report.json")) as handle:
+        document = json.load(handle)
+    assert document["passed"], document["failed_checks"]
+    scenarios = dict((s["name"], s) for s in document["scenarios"])
+    assert sorted(scenarios) == ["multikueue", "multikueue_worker_lost"]
+    checks = dict((c["check"], c) for s in scenarios.values() for c in s["checks"])
+    # The table of guarantees: each tenant's 4 on the manager, the sum of 2 on each worker.
+    table = scenarios["multikueue"]["tables"][0]
+    assert table["header"] == ["tenant", "resource", "manager", "mk-worker-1", "mk-worker-2", "workers' sum"]
+    assert sorted(table["rows"]) == [["team-a", "nvidia.com/gpu", 4, 2, 2, 4], ["team-b", "nvidia.com/gpu", 4, 2, 2, 4]]
     for worker in WORKERS:
-        with pytest.raises(ApiException) as refused:
-            submit(worker, "team-a", "mk-direct")
-        message = json.loads(refused.value.body)["message"]
-        assert refused.value.status == 403 and 'cannot create resource "jobs"' in message, message
+        refused = checks["team-a's own Job on %s refused (RBAC: the worker's tenants have no Role)" % worker]
+        assert refused["observed"].startswith("403 "), refused
+    # The workers' Kueue series in the manager's Prometheus, each with its cluster label.
+    fleet_series = checks["the manager's Prometheus holds Kueue's series of every cluster, by label cluster"]
+    assert all(cluster_name(h) in fleet_series["observed"] for h in (MANAGER,) + WORKERS), fleet_series
+    lost = scenarios["multikueue_worker_lost"]["metrics"]
+    assert lost["worker_lost_timeout_seconds"] == 60 and lost["redispatched_seconds"] >= 55, lost
+    with open(os.path.join(results, "report.md")) as handle:
+        page = handle.read()
+    assert "Each tenant's guarantee across the fleet" in page and "| team-a | nvidia.com/gpu | 4 | 2 | 2 | 4 |" in page
+    # Nothing of the validation is left on any cluster.
+    for host in (MANAGER,) + WORKERS:
+        for namespace in ("team-a", "team-b"):
+            assert not jobs_on(host, namespace, "fairgpu.io/validation"), host
 
 
-def test_one_tenant_flooding_the_fleet_leaves_the_other_its_guarantee(fleet):
-    for i in range(8):
-        submit(MANAGER, "team-a", "mk-flood-%d" % i, seconds=600)
-    wait_until(lambda: reserved(MANAGER, "team-a") == 8 and all(reserved(w, "team-a") == 4 for w in WORKERS), 240, 3,
-               "team-a holding the fleet's 8 GPUs, 4 on each worker")
-    started = time.time()
-    for i in range(4):
-        submit(MANAGER, "team-b", "mk-guaranteed-%d" % i, seconds=600)
+def test_the_flood_fails_a_fleet_that_does_not_reclaim(fleet, tmp_path):
+    """The flood's bounds are ones a wrong fleet fails: with every ClusterQueue's preemption reclaimWithinCohort Never
+    (tenants.yml -e tenants_preemption), the flooder keeps the GPUs it borrowed and the arriving tenant's guarantee
+    is never reserved, so validate.yml fails on those checks, not on an error of its own. The next test's site.yml
+    applies the inventory's preemption again."""
+    never = {"tenants_preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "LowerPriority"}}
+    run = fleet_playbook("tenants.yml", fleet, "-e", json.dumps(never), inventory=INVENTORY)
+    assert run.rc == 0, run.messages()
+    run = fleet_playbook("validate.yml", fleet, "-e", json.dumps({"validate_results_dir": str(tmp_path)}),
+                         inventory=INVENTORY)
+    assert run.rc != 0
+    with open(os.path.join(str(tmp_path), "report.json")) as handle:
+        document = json.load(handle)
+    failed = sorted(c["check"] for s in document["scenarios"] for c in s["checks"] if not c["passed"])
+    assert failed == ["team-a back within its guarantee on the manager",
+                      "team-b's 4 Jobs running on the workers within 60.0 s of its arrival",
+                      "team-b's guarantee (4) reserved on the manager within 15.0 s of its arrival"], document["failed_checks"]
+    for host in (MANAGER,) + WORKERS:
+        for namespace in ("team-a", "team-b"):
+            assert not jobs_on(host, namespace, "fairgpu.io/validation"), host
 
-    def running_on_workers():
-        return sum(1 for w in WORKERS for j in jobs_on(w, "team-b") if (j.status.active or 0) + (j.status.ready or 0) > 0)
 
-    wait_until(lambda: reserved(MANAGER, "team-b") == 4 and running_on_workers() == 4, 300, 3,
-               "team-b's guarantee of 4 reserved on the manager and running on the workers")
-    elapsed = time.time() - started
-    assert reserved(MANAGER, "team-a") <= 4 and all(reserved(w, "team-a") + reserved(w, "team-b") <= 4 for w in WORKERS)
-    print("team-b's guarantee running after %.0f s" % elapsed)
-    clean("team-a")
-    clean("team-b")
-
-
-def test_a_lost_workers_job_runs_on_the_other_worker_once(fleet):
-    """The worker stays away until the Job has finished elsewhere. Kueue v0.19.2 does not fence a worker that comes
-    back sooner: seen here, the returning worker's old copy ran on to its end beside the new one, and copying its
-    status to the manager's Job failed for good ("status.startTime: ... field is immutable for unsuspended job once
-    set"), the manager's Job left active (docs/multikueue.md "A worker that comes back")."""
-    submit(MANAGER, "team-a", "mk-lost", seconds=60)
-    wait_until(lambda: any(j.status.active for w in WORKERS for j in jobs_on(w, "team-a")), 180, 2,
-               "mk-lost running on a worker")
-    first = next(w for w in WORKERS if jobs_on(w, "team-a"))
-    other = next(w for w in WORKERS if w != first)
-    toolchain = json.loads(subprocess.run(["bash", os.path.join(ROOT, "files", "lab", "toolchain", "toolchain.sh"),
-                                           "manifest", "kwok"], capture_output=True, text=True, check=True).stdout)
-
-    def answers():
-        try:
-            k8s.VersionApi(api(first)).get_code(_request_timeout=2)
-            return True
-        except Exception:  # noqa: BLE001 - any failure to answer is the point
-            return False
-
-    def manager_job():
-        return k8s.BatchV1Api(api(MANAGER)).read_namespaced_job("mk-lost", "team-a")
-
-    plane = ControlPlane(toolchain["binaries"]["kwokctl"], KWOK_WORKDIR, cluster_name(first), answers, Waiter())
-    lost = time.time()
-    plane.stop()
-    try:
-        # MultiKueue keeps the Workload on the lost worker for workerLostTimeout, then dispatches it again.
-        wait_until(lambda: any(j.metadata.name == "mk-lost" and j.status.active for j in jobs_on(other, "team-a")),
-                   240, 3, "mk-lost dispatched to %s" % other)
-        assert time.time() - lost >= 55, "dispatched again before the 1m workerLostTimeout"
-        wait_until(lambda: (manager_job().status.succeeded or 0) == 1, 240, 3, "mk-lost succeeded on %s" % other)
-    finally:
-        plane.start()
-    workload = next(w for w in custom(MANAGER).list_namespaced_custom_object(*KUEUE, "team-a", "workloads")["items"]
-                    if w["metadata"]["ownerReferences"][0]["name"] == "mk-lost")
-    assert workload["status"]["clusterName"] == other
-    # Back on line, the lost worker's copy is removed (the finished Workload's remote objects, or MultiKueue's garbage
-    # collection every gcInterval, 1m) and the manager's Job stays as it ended: succeeded once, never failed.
-    wait_until(lambda: not [j for j in jobs_on(first, "team-a") if (j.metadata.labels or {}).get(ORIGIN_LABEL)], 180, 5,
-               "the lost worker's copy of mk-lost removed once it answered again")
-    job = manager_job()
-    assert (job.status.succeeded, job.status.failed or 0) == (1, 0)
-    clean("team-a")
+def test_a_worker_taken_out_of_the_fleet_leaves_nothing_on_the_manager(fleet, tmp_path):
+    """site.yml of the fleet without mk-worker-2 (the manager's guarantees now mk-worker-1's alone): the manager's
+    MultiKueueCluster and kubeconfig Secret of mk-worker-2 go, its MultiKueueConfig names mk-worker-1 only, and the
+    admission check stays Active."""
+    manager = host_vars(MANAGER)
+    manager["tenants_list"] = [dict(t, gpus=2, borrowing_limit=2, lending_limit=2) for t in manager["tenants_list"]]
+    inventory = fleet_inventory(tmp_path, {MANAGER: manager, WORKERS[0]: host_vars(WORKERS[0])})
+    run = fleet_playbook("site.yml", fleet, inventory=inventory)
+    assert run.rc == 0, run.messages()
+    held = custom(MANAGER)
+    assert [c["metadata"]["name"] for c in held.list_cluster_custom_object(*KUEUE, "multikueueclusters")["items"]] == [WORKERS[0]]
+    assert held.get_cluster_custom_object(*KUEUE, "multikueueconfigs", "fairgpu-workers")["spec"]["clusters"] == [WORKERS[0]]
+    secrets = k8s.CoreV1Api(api(MANAGER)).list_namespaced_secret("kueue-system", label_selector="app.kubernetes.io/managed-by=fairgpu")
+    assert [s.metadata.name for s in secrets.items] == ["fairgpu-worker-" + WORKERS[0]]
+    assert active(held.get_cluster_custom_object(*KUEUE, "admissionchecks", "fairgpu-multikueue"))

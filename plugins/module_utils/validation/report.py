@@ -6,8 +6,10 @@
 ``validation_report`` module writes).
 
 A scenario result is ``{"name", "title", "checks": [check(...)], "metrics": {...}, "timeline": [...]}`` (and
-optionally ``"images"``, and ``"notes"``: sentences the page shows above the checks, such as what struggled in a run
-that passed and what the embedded cluster cannot show); ``check`` is the one row type every scenario's checks are made of."""
+optionally ``"images"``; ``"tables"``, ``[{"title", "header": [str], "rows": [[value]]}]`` shown as Markdown tables,
+such as the MultiKueue fleet's guarantees; and ``"notes"``: sentences the page shows above the checks, such as what
+struggled in a run that passed and what the embedded cluster cannot show); ``check`` is the one row type every
+scenario's checks are made of."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -144,6 +146,10 @@ def report_markdown(document, images):
                                                for k, v in sorted(metrics.items())) + ".", ""]
         if scenario.get("notes"):
             lines += ["- " + note for note in scenario["notes"]] + [""]
+        for table in scenario.get("tables") or []:
+            lines += ["%s:" % table["title"], "", "| %s |" % " | ".join(_cell(h) for h in table["header"]),
+                      "|%s" % ("---|" * len(table["header"]))]
+            lines += ["| %s |" % " | ".join(_cell(v) for v in row) for row in table["rows"]] + [""]
         if scenario["checks"]:
             lines += ["| check | expected | observed | result |", "|---|---|---|---|"]
         for c in scenario["checks"]:
