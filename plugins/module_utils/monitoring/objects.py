@@ -222,8 +222,11 @@ def fleet_federation(workers):
     mode ``helm`` (kube-prometheus-stack in its own cluster) is left out: its Prometheus is not reachable here, and
     fleet monitoring across such clusters is the platform's own federation or remote-write (docs/multikueue.md
     "Monitoring a fleet")."""
-    return [{"cluster": w["cluster_name"], "url": "http://127.0.0.1:%s" % w["local"]["ports"]["prometheus"]}
-            for w in workers or [] if w.get("modes", {}).get("monitoring") == "local"]
+    # Sorted by cluster: a group made by group_by lists its hosts in the order they ran it, which differs between runs,
+    # and a reordered target list is a changed configuration (a second site.yml must change nothing).
+    return sorted(({"cluster": w["cluster_name"], "url": "http://127.0.0.1:%s" % w["local"]["ports"]["prometheus"]}
+                   for w in workers or [] if w.get("modes", {}).get("monitoring") == "local"),
+                  key=lambda entry: entry["cluster"])
 
 
 def _fleet_targets(federate, cluster):
