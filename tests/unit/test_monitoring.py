@@ -400,3 +400,14 @@ def test_fairgpus_helm_objects_carry_the_release_label_the_charts_default_select
     for obj in objs:
         if obj["kind"] in ("ServiceMonitor", "PrometheusRule"):
             assert wanted.items() <= obj["metadata"]["labels"].items(), obj["metadata"]
+
+
+def test_the_fleets_federation_targets_do_not_follow_the_groups_order():
+    """group_by lists a group's hosts in the order they ran it, which differs between runs: the targets are sorted, so
+    a second site.yml writes the same configuration (seen: the two workers swapped between two runs)."""
+    from ansible_collections.fairgpu.tenancy.plugins.module_utils.monitoring.objects import fleet_federation
+    worker = {"modes": {"monitoring": "local"}}
+    one = dict(worker, cluster_name="mk-worker-1", local={"ports": {"prometheus": 15090}})
+    two = dict(worker, cluster_name="mk-worker-2", local={"ports": {"prometheus": 16090}})
+    assert fleet_federation([two, one]) == fleet_federation([one, two]) == [
+        {"cluster": "mk-worker-1", "url": "http://127.0.0.1:15090"}, {"cluster": "mk-worker-2", "url": "http://127.0.0.1:16090"}]
