@@ -317,6 +317,7 @@ class Fleet(object):
             metrics["guarantee_running_seconds"] = round(running_after, 1)
         held = dict((w, dict((t["name"], self.reserved(self.workers[w]["client"], t)) for t in (self.a, self.b)))
                     for w in sorted(self.workers))
+        flooder_held = self.reserved(self.manager, self.a)
         placements = {}
         for tenant in (self.a, self.b):
             for worker, jobs in self.worker_jobs(tenant, scenario).items():
@@ -332,7 +333,7 @@ class Fleet(object):
                   "<= %s s" % self.settings["running_bound_seconds"], _seconds(ran, running_after, limit),
                   ran and running_after <= self.settings["running_bound_seconds"]),
             check("%s back within its guarantee on the manager" % self.a["name"], "<= %d" % self.a["gpus"],
-                  self.reserved(self.manager, self.a), self.reserved(self.manager, self.a) <= self.a["gpus"]),
+                  flooder_held, flooder_held <= self.a["gpus"]),
         ]
         for worker in sorted(self.workers):
             total = sum(held[worker].values())
